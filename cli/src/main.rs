@@ -1,0 +1,108 @@
+//! `patchpilot`: the operator's and security engineer's command line.
+//!
+//! - `submit FILE...`: read Trivy, Grype or PatchPilot assessment reports and
+//!   publish them to `ASSESSMENTS` (a file goes all or nothing);
+//! - `status`: streams, consumers, remediations by state, unmapped images,
+//!   dead letters;
+//! - `remediations`: the planner's remediation work;
+//! - `dlq list` / `dlq replay SEQ`: inspect and replay dead letters.
+//!
+//! Connection settings come from `--config FILE` and `PATCHPILOT_…`
+//! variables, as for the services (see `scripts/services env`).
+
+mod config;
+mod dlq;
+mod remediations;
+mod status;
+mod submit;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use patchpilot_fleet::telemetry;
+
+use crate::config::CliConfig;
+
+/// PatchPilot: fix the CVEs that ship inside your container images.
+#[derive(Debug, Parser)]
+#[command(name = "patchpilot", version)]
+struct Cli {
+    /// TOML config file (the services' file works too).
+    #[arg(long, global = true, env = "PATCHPILOT_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Publish scanner reports as assessments.
+    Submit(submit::Args),
+    /// Show queues, remediations, unmapped images and dead letters.
+    Status(status::Args),
+    /// List remediations.
+    Remediations(remediations::Args),
+    /// Inspect and replay dead letters.
+    #[command(subcommand)]
+    Dlq(dlq::Command),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config: CliConfig = match patchpilot_fleet::config::load(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("patchpilot: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("patchpilot: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        telemetry::install_crypto_provider();
+        let mut telemetry_config = config.telemetry.clone();
+        // The CLI talks to people: only warnings unless RUST_LOG says more.
+        telemetry_config.log_filter = "warn".into();
+        let guard = match telemetry::init("patchpilot-cli", &telemetry_config) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("patchpilot: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let result = match cli.command {
+            Command::Submit(args) => submit::run(&config, args).await,
+            Command::Status(args) => status::run(&config, args).await,
+            Command::Remediations(args) => remediations::run(&config, args).await,
+            Command::Dlq(command) => dlq::run(&config, command).await,
+        };
+        guard.shutdown();
+        match result {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("patchpilot: {e:#}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+/// Connects to the bus with the CLI's settings.
+pub(crate) async fn connect_bus(config: &CliConfig) -> anyhow::Result<patchpilot_fleet::Bus> {
+    let bus = patchpilot_fleet::Bus::connect(&config.nats, config.bus.clone(), "patchpilot-cli").await?;
+    Ok(bus)
+}
+
+/// Opens the database without migrating: the CLI never changes the schema.
+pub(crate) async fn connect_db(config: &CliConfig) -> anyhow::Result<sqlx::PgPool> {
+    let mut database = config.database.clone();
+    database.migrate = false;
+    database.max_connections = database.max_connections.min(4);
+    Ok(patchpilot_fleet::store::connect(&database).await?)
+}

@@ -1,0 +1,160 @@
+//! `patchpilot submit`: reports → `ASSESSMENTS`.
+//!
+//! Every file is parsed and validated completely before anything is
+//! published, and a bad file publishes nothing. Each assessment is published
+//! with its content id as `Nats-Msg-Id`, so submitting the same report twice
+//! stores it once (and the planner ignores it beyond the duplicate window).
+//! One trace covers the whole submission; its id is printed so the work can
+//! be followed through the fleet.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use chrono::Utc;
+use patchpilot_fleet::bus::{subjects, trace};
+use patchpilot_fleet::model::Assessment;
+use patchpilot_planner::intake::{self, Format, ImageOverride, native};
+use prost::Message as _;
+use tracing::Instrument as _;
+
+use crate::config::CliConfig;
+
+/// Arguments of `patchpilot submit`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Report files: Trivy JSON, Grype JSON or PatchPilot assessments.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Force the format instead of detecting it: patchpilot, trivy, grype.
+    #[arg(long, value_parser = parse_format)]
+    format: Option<Format>,
+    /// Attach reports that scan no image (filesystem, repository, SBOM) to
+    /// this image: IMAGE@DIGEST.
+    #[arg(long, value_parser = parse_image)]
+    image: Option<ImageOverride>,
+    /// Print the normalised assessments as JSON and publish nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Source name in the subject (`pp.assessment.<source>`).
+    #[arg(long, default_value = "cli")]
+    source: String,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn parse_image(s: &str) -> Result<ImageOverride, String> {
+    s.parse()
+}
+
+/// Reads and validates every file; returns the good ones and the number of
+/// bad ones (already reported on stderr).
+fn read_all(args: &Args) -> (Vec<(PathBuf, Vec<Assessment>)>, usize) {
+    let mut good = Vec::new();
+    let mut bad = 0;
+    for file in &args.files {
+        let bytes = match std::fs::read(file) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("{}: cannot read: {e}", file.display());
+                bad += 1;
+                continue;
+            }
+        };
+        match intake::parse(&bytes, args.format, args.image.as_ref()) {
+            Ok((_, assessments)) => good.push((file.clone(), assessments)),
+            Err(e) => {
+                eprintln!("{}: {e}", file.display());
+                bad += 1;
+            }
+        }
+    }
+    (good, bad)
+}
+
+/// Runs the command.
+pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
+    if args.source.is_empty()
+        || !args.source.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        anyhow::bail!("--source `{}` must be letters, digits, '-' or '_'", args.source);
+    }
+    let (good, bad) = read_all(&args);
+    let failed = if bad > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS };
+
+    if args.dry_run {
+        let all: Vec<Assessment> = good.into_iter().flat_map(|(_, a)| a).collect();
+        println!("{}", serde_json::to_string_pretty(&native::Document::new(all))?);
+        return Ok(failed);
+    }
+    if good.is_empty() {
+        return Ok(failed);
+    }
+
+    let bus = crate::connect_bus(config).await?;
+    bus.ensure_topology().await.context("cannot create the streams")?;
+    let span = tracing::info_span!("patchpilot.submit", otel.kind = "producer", files = good.len());
+    let trace_id = {
+        let _entered = span.enter();
+        trace::current_trace_id()
+    };
+    let subject = subjects::assessment(&args.source);
+    let outcome = async {
+        let now = Utc::now();
+        let mut publish_failed = false;
+        for (file, assessments) in &good {
+            let mut pending = Vec::with_capacity(assessments.len());
+            for a in assessments {
+                let message = a.to_proto(now);
+                let mut headers = async_nats::HeaderMap::new();
+                trace::inject_current(&mut headers);
+                let sent = bus
+                    .send_raw(
+                        subject.clone(),
+                        &message.assessment_id,
+                        headers,
+                        message.encode_to_vec().into(),
+                    )
+                    .await;
+                pending.push((a, sent));
+            }
+            let (mut stored, mut duplicates, mut findings) = (0, 0, 0);
+            for (a, sent) in pending {
+                let acked = match sent {
+                    Ok(ack) => ack.await.map_err(anyhow::Error::from),
+                    Err(e) => Err(anyhow::Error::from(e)),
+                };
+                match acked {
+                    Ok(ack) if ack.duplicate => duplicates += 1,
+                    Ok(_) => {
+                        stored += 1;
+                        findings += a.findings.len();
+                    }
+                    Err(e) => {
+                        eprintln!("{}: publishing {} failed: {e:#}", file.display(), a.image);
+                        publish_failed = true;
+                    }
+                }
+            }
+            eprintln!(
+                "{}: published {stored} assessment(s) with {findings} finding(s){}",
+                file.display(),
+                if duplicates > 0 { format!(", {duplicates} already queued") } else { String::new() }
+            );
+        }
+        publish_failed
+    }
+    .instrument(span)
+    .await;
+    if let Some(id) = trace_id {
+        eprintln!("trace_id={id}");
+    }
+    bus.drain().await;
+    if outcome {
+        eprintln!("some assessments were not published; submitting again is safe");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(failed)
+}

@@ -1,0 +1,131 @@
+//! Streams and subjects, as in DESIGN.md's stream table.
+
+use std::time::Duration;
+
+use async_nats::jetstream::stream::{Config, DiscardPolicy, RetentionPolicy, StorageType};
+
+use crate::config::BusConfig;
+
+/// Subject names and builders.
+pub mod subjects {
+    /// Scan requests from discovery and the CLI.
+    pub const SCAN_REQUEST: &str = "pp.scan.request";
+    /// Remediation jobs from the planner.
+    pub const REMEDIATION_JOB: &str = "pp.remediation.job";
+    /// Sandbox run requests from the controller.
+    pub const SANDBOX_RUN: &str = "pp.sandbox.run";
+    /// Agent retrospectives.
+    pub const RETRO: &str = "pp.retro";
+
+    /// `pp.assessment.<source>`; `source` is e.g. `cli`, `scanner`.
+    pub fn assessment(source: &str) -> String {
+        format!("pp.assessment.{source}")
+    }
+
+    /// `pp.sandbox.result.<run>`.
+    pub fn sandbox_result(run_id: &str) -> String {
+        format!("pp.sandbox.result.{run_id}")
+    }
+
+    /// `pp.event.<kind>`, e.g. `pp.event.remediation.created`.
+    pub fn event(kind: &str) -> String {
+        format!("pp.event.{kind}")
+    }
+
+    /// `pp.dlq.<stream>`, lowercased stream name.
+    pub fn dead_letter(stream: &str) -> String {
+        format!("pp.dlq.{}", stream.to_ascii_lowercase())
+    }
+}
+
+/// The fleet's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StreamName {
+    /// `SCAN_REQUESTS`: discovery, CLI → scanner.
+    ScanRequests,
+    /// `ASSESSMENTS`: scanner, CLI → planner.
+    Assessments,
+    /// `REMEDIATIONS`: planner → controller.
+    Remediations,
+    /// `SANDBOX_RUNS`: controller → sandbox worker.
+    SandboxRuns,
+    /// `SANDBOX_RESULTS`: sandbox worker → controller.
+    SandboxResults,
+    /// `RETROS`: sandbox worker → retro aggregator.
+    Retros,
+    /// `EVENTS`: everyone → notifications, dashboards (limits retention).
+    Events,
+    /// `DEAD_LETTERS`: bus → operators (limits retention).
+    DeadLetters,
+}
+
+impl StreamName {
+    /// Every stream, in pipeline order.
+    pub const ALL: [StreamName; 8] = [
+        StreamName::ScanRequests,
+        StreamName::Assessments,
+        StreamName::Remediations,
+        StreamName::SandboxRuns,
+        StreamName::SandboxResults,
+        StreamName::Retros,
+        StreamName::Events,
+        StreamName::DeadLetters,
+    ];
+
+    /// The JetStream stream name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamName::ScanRequests => "SCAN_REQUESTS",
+            StreamName::Assessments => "ASSESSMENTS",
+            StreamName::Remediations => "REMEDIATIONS",
+            StreamName::SandboxRuns => "SANDBOX_RUNS",
+            StreamName::SandboxResults => "SANDBOX_RESULTS",
+            StreamName::Retros => "RETROS",
+            StreamName::Events => "EVENTS",
+            StreamName::DeadLetters => "DEAD_LETTERS",
+        }
+    }
+
+    /// The subjects the stream captures.
+    pub fn subjects(self) -> &'static [&'static str] {
+        match self {
+            StreamName::ScanRequests => &["pp.scan.request"],
+            StreamName::Assessments => &["pp.assessment.>"],
+            StreamName::Remediations => &["pp.remediation.>"],
+            StreamName::SandboxRuns => &["pp.sandbox.run"],
+            StreamName::SandboxResults => &["pp.sandbox.result.>"],
+            StreamName::Retros => &["pp.retro"],
+            StreamName::Events => &["pp.event.>"],
+            StreamName::DeadLetters => &["pp.dlq.>"],
+        }
+    }
+
+    /// Whether messages leave the stream once acknowledged.
+    pub fn is_work_queue(self) -> bool {
+        !matches!(self, StreamName::Events | StreamName::DeadLetters)
+    }
+
+    /// The stream's configuration under `bus`.
+    pub fn config(self, bus: &BusConfig) -> Config {
+        let day = Duration::from_secs(24 * 3600);
+        let (retention, max_age) = match self {
+            StreamName::Events => (RetentionPolicy::Limits, day * bus.events_max_age_days),
+            StreamName::DeadLetters => (RetentionPolicy::Limits, day * bus.dead_letter_max_age_days),
+            _ => (RetentionPolicy::WorkQueue, Duration::ZERO),
+        };
+        Config {
+            name: self.as_str().to_owned(),
+            description: Some(format!("PatchPilot {}", self.as_str())),
+            subjects: self.subjects().iter().map(|s| (*s).to_owned()).collect(),
+            retention,
+            max_age,
+            storage: StorageType::File,
+            // Refuse new messages rather than silently dropping old work.
+            discard: DiscardPolicy::New,
+            num_replicas: bus.replicas,
+            duplicate_window: Duration::from_secs(bus.duplicate_window_secs),
+            allow_direct: true,
+            ..Default::default()
+        }
+    }
+}

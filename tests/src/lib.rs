@@ -1,0 +1,503 @@
+//! The shared harness for PatchPilot's end-to-end tests.
+//!
+//! It starts real services and real PatchPilot processes, and cleans them up
+//! on drop:
+//!
+//! - [`NatsServer`]: a private `nats-server -js` per test, on a port the
+//!   server picks, with its store in a temporary folder;
+//! - [`TestDatabase`]: a fresh database per test on the Postgres server that
+//!   `scripts/services up` runs (`PATCHPILOT_TEST_DATABASE_URL`);
+//! - [`Registry`]: a private `docker-registry` per test that needs one;
+//! - [`Service`]: a PatchPilot binary (`patchpilot-planner`…) run as a real
+//!   process, killable with SIGKILL;
+//! - [`Stack`]: NATS + database + a bus connection and a pool, with helpers
+//!   to write configs, run the CLI and poll for conditions;
+//! - [`synthetic`]: generated assessments for load and crash tests and the
+//!   intake benchmark (`benches/intake.rs`).
+//!
+//! It must never fake a service: when a binary or server is missing, it
+//! fails with the command that installs it. Tests poll for conditions with
+//! deadlines instead of sleeping.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use patchpilot_fleet::Bus;
+use patchpilot_fleet::bus::StreamName;
+use patchpilot_fleet::config::{BusConfig, DatabaseConfig, NatsConfig};
+use sqlx::PgPool;
+use tempfile::TempDir;
+
+pub mod synthetic;
+
+/// How to set up the machine, for error messages.
+const SETUP_HINT: &str = "run the tests through `scripts/test` (it starts the services and builds the binaries), \
+     or `scripts/services up && eval \"$(scripts/services env)\" && cargo build --workspace --bins`";
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A path under `tests/fixtures`.
+pub fn fixture(relative: &str) -> PathBuf {
+    workspace_root().join("tests/fixtures").join(relative)
+}
+
+/// A built workspace binary, next to the test executable's `deps` folder.
+pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .context("test executable is not in a cargo target folder")?;
+    let path = profile_dir.join(name);
+    if !path.is_file() {
+        bail!("{} is not built; {SETUP_HINT}", path.display());
+    }
+    Ok(path)
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, or fails after
+/// `timeout` with `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last_error = None;
+    loop {
+        match check().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last_error = Some(e),
+        }
+        if Instant::now() >= deadline {
+            return Err(match last_error {
+                Some(e) => e.context(format!("timed out after {timeout:?} waiting for {what}")),
+                None => anyhow::anyhow!("timed out after {timeout:?} waiting for {what}"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A private NATS server with JetStream.
+#[derive(Debug)]
+pub struct NatsServer {
+    child: Child,
+    /// `nats://127.0.0.1:PORT`.
+    pub url: String,
+    _dir: TempDir,
+}
+
+impl NatsServer {
+    /// Starts a server on a port of its choosing and waits until it listens.
+    pub async fn start() -> anyhow::Result<NatsServer> {
+        let bin = std::env::var("PATCHPILOT_NATS_SERVER").unwrap_or_else(|_| "nats-server".into());
+        let dir = tempfile::tempdir()?;
+        let child = Command::new(&bin)
+            .args(["-a", "127.0.0.1", "-p", "-1", "-js", "-sd"])
+            .arg(dir.path().join("store"))
+            .arg("--ports_file_dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("nats.log"))?)
+            .spawn()
+            .with_context(|| format!("cannot start `{bin}`; {SETUP_HINT}"))?;
+        let ports_file = dir.path().join(format!(
+            "{}_{}.ports",
+            Path::new(&bin).file_name().and_then(|n| n.to_str()).unwrap_or("nats-server"),
+            child.id()
+        ));
+        let url = wait_for("nats-server ports file", Duration::from_secs(10), || {
+            let ports_file = ports_file.clone();
+            async move {
+                let Ok(text) = std::fs::read_to_string(&ports_file) else { return Ok(None) };
+                let ports: serde_json::Value = match serde_json::from_str(&text) {
+                    Ok(v) => v,
+                    Err(_) => return Ok(None),
+                };
+                Ok(ports["nats"][0].as_str().map(str::to_owned))
+            }
+        })
+        .await?;
+        Ok(NatsServer { child, url, _dir: dir })
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh database on the shared test server, dropped afterwards.
+#[derive(Debug)]
+pub struct TestDatabase {
+    /// URL of the new database.
+    pub url: String,
+    admin_url: String,
+    name: String,
+}
+
+impl TestDatabase {
+    /// Creates `pp_test_<uuid>`.
+    pub async fn create() -> anyhow::Result<TestDatabase> {
+        let admin_url = std::env::var("PATCHPILOT_TEST_DATABASE_URL")
+            .map_err(|_| anyhow::anyhow!("PATCHPILOT_TEST_DATABASE_URL is not set; {SETUP_HINT}"))?;
+        let name = format!("pp_test_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::PgPool::connect(&admin_url)
+            .await
+            .with_context(|| format!("cannot reach the test Postgres at {admin_url}; {SETUP_HINT}"))?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await?;
+        admin.close().await;
+        let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url);
+        Ok(TestDatabase { url: format!("{base}/{name}"), admin_url, name })
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        // Drop is synchronous; psql is installed with the server.
+        let _ = Command::new("psql")
+            .arg(&self.admin_url)
+            .args(["-qc", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A private OCI distribution registry (Debian's `docker-registry`).
+#[derive(Debug)]
+pub struct Registry {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    _dir: TempDir,
+}
+
+impl Registry {
+    /// Starts a registry on a free loopback port.
+    pub async fn start() -> anyhow::Result<Registry> {
+        let bin = std::env::var("PATCHPILOT_REGISTRY_BIN").unwrap_or_else(|_| "docker-registry".into());
+        let dir = tempfile::tempdir()?;
+        let port = free_port()?;
+        let addr = format!("127.0.0.1:{port}");
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+                dir.path().join("data").display()
+            ),
+        )?;
+        let child = Command::new(&bin)
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("registry.log"))?)
+            .spawn()
+            .with_context(|| format!("cannot start `{bin}`; {SETUP_HINT}"))?;
+        let probe = addr.clone();
+        wait_for("docker-registry to listen", Duration::from_secs(10), || {
+            let probe = probe.clone();
+            async move { Ok(tokio::net::TcpStream::connect(&probe).await.ok().map(|_| ())) }
+        })
+        .await?;
+        Ok(Registry { child, addr, _dir: dir })
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free loopback port (bound and released; the window for a race is
+/// small and only affects this test).
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// A PatchPilot service process.
+#[derive(Debug)]
+pub struct Service {
+    child: Option<Child>,
+    /// Its combined log.
+    pub log: PathBuf,
+}
+
+impl Service {
+    /// Starts `binary` with `--config config` and `env`.
+    pub fn spawn(
+        binary_name: &str,
+        config: &Path,
+        env: &[(String, String)],
+        log: PathBuf,
+    ) -> anyhow::Result<Service> {
+        let bin = binary(binary_name)?;
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+        let child = Command::new(bin)
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", std::env::var("PATCHPILOT_TEST_SERVICE_LOG").unwrap_or_else(|_| "info".into()))
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()?;
+        Ok(Service { child: Some(child), log })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// SIGKILL: no drain, no cleanup, as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then waits up to `timeout` for a clean exit; returns the
+    /// exit status.
+    pub async fn terminate(&mut self, timeout: Duration) -> anyhow::Result<std::process::ExitStatus> {
+        let mut child = self.child.take().context("already stopped")?;
+        let pid = child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                bail!("did not exit within {timeout:?} of SIGTERM; log: {}", self.log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Whether it is still running; `Some(status)` once it exited.
+    pub fn exited(&mut self) -> anyhow::Result<Option<std::process::ExitStatus>> {
+        match self.child.as_mut() {
+            Some(c) => Ok(c.try_wait()?),
+            None => bail!("already stopped"),
+        }
+    }
+
+    /// The log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// What a CLI run printed.
+#[derive(Debug)]
+pub struct CliOutput {
+    /// Exit code (`None` when killed by a signal).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// NATS, a database, and connections to both.
+#[derive(Debug)]
+pub struct Stack {
+    /// The NATS server.
+    pub nats: NatsServer,
+    /// The database.
+    pub db: TestDatabase,
+    /// A bus connection (topology created).
+    pub bus: Bus,
+    /// A pool on the database (migrated).
+    pub pool: PgPool,
+    /// Scratch folder for configs and logs.
+    pub dir: TempDir,
+}
+
+impl Stack {
+    /// Starts NATS, creates a database, migrates it and creates the streams.
+    pub async fn start() -> anyhow::Result<Stack> {
+        patchpilot_fleet::telemetry::install_crypto_provider();
+        let nats = NatsServer::start().await?;
+        let db = TestDatabase::create().await?;
+        let pool = patchpilot_fleet::store::connect(&DatabaseConfig {
+            url: db.url.clone(),
+            max_connections: 4,
+            ..DatabaseConfig::default()
+        })
+        .await?;
+        let bus = Bus::connect(
+            &NatsConfig { url: nats.url.clone(), ..NatsConfig::default() },
+            Self::bus_config(),
+            "e2e-test",
+        )
+        .await?;
+        bus.ensure_topology().await?;
+        Ok(Stack { nats, db, bus, pool, dir: tempfile::tempdir()? })
+    }
+
+    /// Bus settings for tests: short waits so retries happen in seconds.
+    pub fn bus_config() -> BusConfig {
+        BusConfig {
+            ack_wait_secs: 5,
+            max_deliver: 3,
+            retry_backoff_initial_ms: 100,
+            retry_backoff_max_ms: 400,
+            ..BusConfig::default()
+        }
+    }
+
+    /// Environment that points services and the CLI at this stack.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let bus = Self::bus_config();
+        vec![
+            ("PATCHPILOT_NATS__URL".into(), self.nats.url.clone()),
+            ("PATCHPILOT_DATABASE__URL".into(), self.db.url.clone()),
+            ("PATCHPILOT_BUS__ACK_WAIT_SECS".into(), bus.ack_wait_secs.to_string()),
+            ("PATCHPILOT_BUS__MAX_DELIVER".into(), bus.max_deliver.to_string()),
+            ("PATCHPILOT_BUS__RETRY_BACKOFF_INITIAL_MS".into(), bus.retry_backoff_initial_ms.to_string()),
+            ("PATCHPILOT_BUS__RETRY_BACKOFF_MAX_MS".into(), bus.retry_backoff_max_ms.to_string()),
+            ("PATCHPILOT_TELEMETRY__LOG_FORMAT".into(), "json".into()),
+        ]
+    }
+
+    /// Writes `toml` to `name` in the scratch folder.
+    pub fn write_config(&self, name: &str, toml: &str) -> anyhow::Result<PathBuf> {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, toml)?;
+        Ok(path)
+    }
+
+    /// Starts a planner with `config_toml`; its log is `planner-<n>.log`.
+    pub fn spawn_planner(&self, config_toml: &str) -> anyhow::Result<Service> {
+        let n = std::fs::read_dir(self.dir.path())?.count();
+        let config = self.write_config(&format!("planner-{n}.toml"), config_toml)?;
+        Service::spawn(
+            "patchpilot-planner",
+            &config,
+            &self.env(),
+            self.dir.path().join(format!("planner-{n}.log")),
+        )
+    }
+
+    /// Runs the `patchpilot` CLI with `args` against this stack.
+    pub async fn cli(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
+        let bin = binary("patchpilot")?;
+        let out = tokio::process::Command::new(bin).args(args).envs(self.env()).output().await?;
+        Ok(CliOutput {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    /// Every message currently stored in `stream`, read without consuming.
+    pub async fn stream_contents(
+        &self,
+        stream: StreamName,
+    ) -> anyhow::Result<Vec<async_nats::jetstream::message::StreamMessage>> {
+        let s = self.bus.jetstream().get_stream(stream.as_str()).await?;
+        let mut out = Vec::new();
+        let mut seq = 1;
+        loop {
+            let next = s.raw_message_builder().sequence(seq).next_by_subject(">").send().await;
+            match next {
+                Ok(m) => {
+                    seq = m.sequence + 1;
+                    out.push(m);
+                }
+                Err(e) if e.kind() == async_nats::jetstream::stream::RawMessageErrorKind::NoMessageFound => {
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of rows `sql` (a `SELECT count(*) …`) counts.
+    pub async fn count(&self, sql: &'static str) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(sql).fetch_one(&self.pool).await?)
+    }
+
+    /// Waits until `sql` counts exactly `n`.
+    pub async fn wait_count(&self, sql: &'static str, n: i64, timeout: Duration) -> anyhow::Result<()> {
+        let last = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(-1));
+        let seen = last.clone();
+        wait_for(&format!("`{sql}` = {n}"), timeout, || {
+            let pool = self.pool.clone();
+            let last = last.clone();
+            async move {
+                let c: i64 = sqlx::query_scalar(sql).fetch_one(&pool).await?;
+                last.store(c, std::sync::atomic::Ordering::Relaxed);
+                Ok((c == n).then_some(()))
+            }
+        })
+        .await
+        .with_context(|| format!("last count was {}", seen.load(std::sync::atomic::Ordering::Relaxed)))
+    }
+}
+
+/// Pushes a one-layer image with `labels` in its config to `registry` as
+/// `repository:tag` and returns its manifest digest.
+pub async fn push_labelled_image(
+    registry: &Registry,
+    repository: &str,
+    tag: &str,
+    labels: &[(&str, &str)],
+) -> anyhow::Result<String> {
+    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+    use sha2::Digest as _;
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(vec![registry.addr.clone()]),
+        ..Default::default()
+    });
+    // An empty tar archive: two zero blocks.
+    let layer = vec![0u8; 1024];
+    let diff_id = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&layer)));
+    let labels: serde_json::Map<String, serde_json::Value> =
+        labels.iter().map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(*v))).collect();
+    let config = serde_json::json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "config": { "Labels": labels },
+        "rootfs": { "type": "layers", "diff_ids": [diff_id] }
+    });
+    let reference: oci_client::Reference = format!("{}/{repository}:{tag}", registry.addr).parse()?;
+    let auth = oci_client::secrets::RegistryAuth::Anonymous;
+    client
+        .push(
+            &reference,
+            &[ImageLayer::new(layer, "application/vnd.oci.image.layer.v1.tar".into(), None)],
+            Config::new(
+                serde_json::to_vec(&config)?,
+                "application/vnd.oci.image.config.v1+json".into(),
+                None,
+            ),
+            &auth,
+            None,
+        )
+        .await?;
+    Ok(client.fetch_manifest_digest(&reference, &auth).await?)
+}

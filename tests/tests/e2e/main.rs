@@ -1,0 +1,16 @@
+//! End-to-end tests against real NATS, Postgres, an OCI registry and real
+//! PatchPilot processes. One test binary, so linking happens once; the
+//! harness lives in the `patchpilot_e2e` library.
+//!
+//! Run them with `scripts/test`, which starts the services and builds the
+//! binaries first.
+
+mod bus;
+mod dead_letters;
+mod durability;
+mod grouping;
+mod intake;
+mod mapping;
+mod policy;
+mod support;
+mod tracing_context;

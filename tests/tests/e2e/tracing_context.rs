@@ -1,0 +1,52 @@
+//! A trace started by `patchpilot submit` continues in the planner and on the
+//! job it publishes.
+
+use std::time::Duration;
+
+use patchpilot_e2e::{Stack, fixture};
+use patchpilot_fleet::bus::{StreamName, trace};
+
+use crate::support::arg;
+
+#[tokio::test]
+async fn submit_trace_continues_through_the_planner_to_the_job() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let _planner = stack.spawn_planner(
+        "[planner.registry]\nlookup_labels = false\n[[planner.mappings]]\nimage = \"localhost:*/alpine:*\"\nrepo = \"https://github.com/acme/alpine-app\"\n",
+    )?;
+    let out = stack.cli(&["submit", arg(&fixture("reports/trivy-alpine-310-registry.json"))]).await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let trace_id = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("trace_id="))
+        .map(str::to_owned)
+        .expect("submit prints its trace id");
+    assert_eq!(trace_id.len(), 32);
+
+    // The assessment message carries it…
+    let stored = stack.stream_contents(StreamName::Assessments).await?;
+    let sent = trace::trace_id(&trace::extract(&stored[0].headers));
+    assert_eq!(sent.as_deref(), Some(trace_id.as_str()));
+
+    // …the planner's span for it has the same trace id…
+    stack
+        .wait_count(
+            "SELECT count(*) FROM remediation_jobs WHERE published_at IS NOT NULL",
+            1,
+            Duration::from_secs(20),
+        )
+        .await?;
+    let recorded: Option<String> =
+        sqlx::query_scalar("SELECT trace_id FROM assessments").fetch_one(&stack.pool).await?;
+    assert_eq!(recorded.as_deref(), Some(trace_id.as_str()));
+
+    // …and so does the job it published, with a new span of its own.
+    let jobs = stack.stream_contents(StreamName::Remediations).await?;
+    let job_cx = trace::extract(&jobs[0].headers);
+    assert_eq!(trace::trace_id(&job_cx).as_deref(), Some(trace_id.as_str()));
+    let parent = stored[0].headers.get("traceparent").map(|v| v.as_str().to_owned());
+    let child = jobs[0].headers.get("traceparent").map(|v| v.as_str().to_owned());
+    assert_ne!(parent, child, "the job is published from the planner's own span");
+    Ok(())
+}
