@@ -391,14 +391,20 @@ impl Stack {
 
     /// Starts a planner with `config_toml`; its log is `planner-<n>.log`.
     pub fn spawn_planner(&self, config_toml: &str) -> anyhow::Result<Service> {
+        self.spawn_planner_with_env(config_toml, &[])
+    }
+
+    /// Starts a planner with `config_toml` and extra environment.
+    pub fn spawn_planner_with_env(
+        &self,
+        config_toml: &str,
+        extra: &[(&str, &str)],
+    ) -> anyhow::Result<Service> {
         let n = std::fs::read_dir(self.dir.path())?.count();
         let config = self.write_config(&format!("planner-{n}.toml"), config_toml)?;
-        Service::spawn(
-            "patchpilot-planner",
-            &config,
-            &self.env(),
-            self.dir.path().join(format!("planner-{n}.log")),
-        )
+        let mut env = self.env();
+        env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        Service::spawn("patchpilot-planner", &config, &env, self.dir.path().join(format!("planner-{n}.log")))
     }
 
     /// Runs the `patchpilot` CLI with `args` against this stack.
@@ -457,6 +463,18 @@ impl Stack {
         .await
         .with_context(|| format!("last count was {}", seen.load(std::sync::atomic::Ordering::Relaxed)))
     }
+}
+
+/// `GET path` over plain HTTP/1.0 on loopback; returns the body.
+pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response.split_once("\r\n\r\n").context("no HTTP header end")?;
+    anyhow::ensure!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{head}");
+    Ok(body.to_owned())
 }
 
 /// Pushes a one-layer image with `labels` in its config to `registry` as

@@ -39,7 +39,8 @@ fn actionable(a: &Assessment) -> usize {
 #[tokio::test]
 async fn trivy_grype_and_native_reports_become_findings_remediations_and_jobs() -> anyhow::Result<()> {
     let stack = Stack::start().await?;
-    let _planner = stack.spawn_planner(PLANNER)?;
+    let metrics = format!("127.0.0.1:{}", patchpilot_e2e::free_port()?);
+    let _planner = stack.spawn_planner(&format!("{PLANNER}\n[telemetry]\nmetrics_addr = \"{metrics}\"\n"))?;
     let trivy = fixture("reports/trivy-alpine-310-registry.json");
     let grype = fixture("reports/grype-chainguard-rabbitmq-image.json");
     let native = workspace_root().join("examples/assessments/payments.json");
@@ -100,6 +101,16 @@ async fn trivy_grype_and_native_reports_become_findings_remediations_and_jobs() 
     assert_eq!(api.target.revision, "", "rule mapping sets no revision");
     let worker = by_repo("https://github.com/example-org/payments-worker").expect("payments-worker job");
     assert_eq!(worker.findings.len(), 2, "zlib has no fix and is left out");
+    // The planner's Prometheus endpoint counts what happened.
+    let exposition = patchpilot_e2e::http_get(&metrics, "/metrics").await?;
+    assert!(exposition.contains("pp_planner_assessments_total{result=\"new\"} 4"), "{exposition}");
+    assert!(exposition.contains(&format!("pp_planner_jobs_published_total {expected_jobs}")), "{exposition}");
+    assert!(
+        exposition.contains(
+            "pp_bus_messages_total{stream=\"ASSESSMENTS\",consumer=\"planner\",outcome=\"acked\"} 4"
+        ),
+        "{exposition}"
+    );
     for job in &jobs {
         assert_eq!(
             job.job_id,

@@ -50,3 +50,25 @@ async fn submit_trace_continues_through_the_planner_to_the_job() -> anyhow::Resu
     assert_ne!(parent, child, "the job is published from the planner's own span");
     Ok(())
 }
+
+#[tokio::test]
+async fn spans_are_exported_over_otlp_when_an_endpoint_is_set() -> anyhow::Result<()> {
+    use tokio::io::AsyncReadExt as _;
+    // A listener standing in for the collector: the test checks that the
+    // exporter is switched on by the standard variable and speaks gRPC
+    // (HTTP/2) to it; decoding OTLP is the collector's business.
+    let collector = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let endpoint = format!("http://{}", collector.local_addr()?);
+    let stack = Stack::start().await?;
+    let _planner = stack.spawn_planner_with_env(
+        "[planner.registry]\nlookup_labels = false\n",
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "200")],
+    )?;
+    let out = stack.cli(&["submit", arg(&fixture("reports/trivy-alpine-310-registry.json"))]).await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let (mut conn, _) = tokio::time::timeout(Duration::from_secs(20), collector.accept()).await??;
+    let mut preface = [0u8; 24];
+    tokio::time::timeout(Duration::from_secs(10), conn.read_exact(&mut preface)).await??;
+    assert_eq!(&preface, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    Ok(())
+}
