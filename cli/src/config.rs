@@ -17,6 +17,8 @@ pub struct CliConfig {
     pub telemetry: TelemetryConfig,
     /// Stream settings, used when the CLI creates streams.
     pub bus: BusConfig,
+    /// Scanner settings (`scan`, `db`).
+    pub scanner: patchpilot_scanner::config::ScannerSection,
     /// Other services' sections, accepted and ignored.
     #[serde(flatten, skip_serializing)]
     #[allow(dead_code)]
@@ -28,6 +30,7 @@ impl Validate for CliConfig {
         self.nats.validate("nats")?;
         self.database.validate("database")?;
         self.telemetry.validate("telemetry")?;
-        self.bus.validate("bus")
+        self.bus.validate("bus")?;
+        self.scanner.validate("scanner")
     }
 }

@@ -5,14 +5,18 @@
 //! - `status`: streams, consumers, remediations by state, unmapped images,
 //!   dead letters;
 //! - `remediations`: the planner's remediation work;
-//! - `dlq list` / `dlq replay SEQ`: inspect and replay dead letters.
+//! - `dlq list` / `dlq replay SEQ`: inspect and replay dead letters;
+//! - `scan IMAGE | --archive | --oci-layout | --rootfs`: scan one image;
+//! - `db import | status | query`: the local OSV advisory database.
 //!
 //! Connection settings come from `--config FILE` and `PATCHPILOT_…`
 //! variables, as for the services (see `scripts/services env`).
 
 mod config;
+mod db;
 mod dlq;
 mod remediations;
+mod scan;
 mod status;
 mod submit;
 
@@ -46,6 +50,11 @@ enum Command {
     /// Inspect and replay dead letters.
     #[command(subcommand)]
     Dlq(dlq::Command),
+    /// Scan an image for vulnerabilities.
+    Scan(scan::Args),
+    /// The local OSV advisory database.
+    #[command(subcommand)]
+    Db(db::Command),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +90,8 @@ fn main() -> ExitCode {
             Command::Status(args) => status::run(&config, args).await,
             Command::Remediations(args) => remediations::run(&config, args).await,
             Command::Dlq(command) => dlq::run(&config, command).await,
+            Command::Scan(args) => scan::run(&config, args).await,
+            Command::Db(command) => db::run(&config, command).await,
         };
         guard.shutdown();
         match result {

@@ -18,11 +18,13 @@
 //! - [`telemetry`]: `tracing` + OpenTelemetry setup and the Prometheus
 //!   endpoint.
 //! - [`shutdown`]: a cancellation token fired by SIGTERM/SIGINT.
+//! - [`service_main`]: the `main` every service binary shares.
 //! - [`model`]: domain types and their protobuf conversions.
 
 pub mod bus;
 pub mod config;
 pub mod model;
+pub mod service_main;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use patchpilot_fleet::config::{self, BusConfig, DatabaseConfig, NatsConfig, TelemetryConfig, Validate, key};
 use patchpilot_fleet::model::Severity;
+use patchpilot_scanner::registry::{Credential, RegistryConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::mapping::{ImagePattern, MappingRule};
@@ -129,8 +130,9 @@ pub struct RegistrySection {
     /// A Docker `config.json` to take credentials from (`auths` entries;
     /// credential helpers are not run).
     pub docker_config: Option<PathBuf>,
-    /// Explicit credentials, checked before `docker_config`.
-    pub credentials: Vec<RegistryCredential>,
+    /// Explicit credentials, checked before `docker_config`; each password
+    /// lives in a file.
+    pub credentials: Vec<Credential>,
     /// Per-request timeout, in seconds.
     pub timeout_secs: u64,
 }
@@ -147,46 +149,22 @@ impl Default for RegistrySection {
     }
 }
 
-impl Validate for RegistrySection {
-    fn validate(&self, prefix: &str) -> Result<(), config::Error> {
-        if self.timeout_secs == 0 {
-            return Err(config::Error::invalid(key(prefix, "timeout_secs"), "must be at least 1"));
+impl RegistrySection {
+    /// The registry client settings.
+    pub fn access(&self) -> RegistryConfig {
+        RegistryConfig {
+            insecure: self.insecure.clone(),
+            docker_config: self.docker_config.clone(),
+            credentials: self.credentials.clone(),
+            timeout_secs: self.timeout_secs,
         }
-        if let Some(path) = &self.docker_config
-            && !path.is_file()
-        {
-            return Err(config::Error::invalid(
-                key(prefix, "docker_config"),
-                format!("{} is not a file", path.display()),
-            ));
-        }
-        for (i, c) in self.credentials.iter().enumerate() {
-            let k = format!("{}[{i}]", key(prefix, "credentials"));
-            if c.registry.is_empty() {
-                return Err(config::Error::invalid(key(&k, "registry"), "must not be empty"));
-            }
-            if !c.password_file.is_file() {
-                return Err(config::Error::invalid(
-                    key(&k, "password_file"),
-                    format!("{} is not a file", c.password_file.display()),
-                ));
-            }
-        }
-        Ok(())
     }
 }
 
-/// One `[[planner.registry.credentials]]` entry. The password lives in a
-/// file so it never sits in the config or the environment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RegistryCredential {
-    /// Registry host (and port), e.g. `ghcr.io`.
-    pub registry: String,
-    /// User name.
-    pub username: String,
-    /// File holding the password or token.
-    pub password_file: PathBuf,
+impl Validate for RegistrySection {
+    fn validate(&self, prefix: &str) -> Result<(), config::Error> {
+        self.access().validate(prefix).map_err(|(key, reason)| config::Error::invalid(key, reason))
+    }
 }
 
 /// `[planner.policy]`.

@@ -214,7 +214,8 @@ impl Planner {
         let lookups: Vec<Lookup> = futures::stream::iter(to_fetch.into_iter().map(|idx| {
             let image = incoming[idx].assessment.image.clone();
             let digest = incoming[idx].assessment.digest.clone();
-            async move { (idx, reader.labels(&image, &digest).await) }
+            let platform = incoming[idx].assessment.platform.clone();
+            async move { (idx, reader.labels(&image, &digest, platform.as_ref()).await) }
         }))
         .buffer_unordered(8)
         .collect()
@@ -396,7 +397,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let mapper = Mapper::new(&config.planner.mappings, config.planner.label_defaults.clone())
         .map_err(Error::Mapping)?;
     let labels = if config.planner.registry.lookup_labels {
-        Some(LabelReader::new(&config.planner.registry).map_err(Error::Registry)?)
+        Some(LabelReader::new(&config.planner.registry.access()).map_err(Error::Registry)?)
     } else {
         None
     };

@@ -30,6 +30,7 @@ use patchpilot_fleet::config::{BusConfig, DatabaseConfig, NatsConfig};
 use sqlx::PgPool;
 use tempfile::TempDir;
 
+pub mod images;
 pub mod synthetic;
 
 /// How to set up the machine, for error messages.
@@ -185,18 +186,40 @@ pub struct Registry {
 impl Registry {
     /// Starts a registry on a free loopback port.
     pub async fn start() -> anyhow::Result<Registry> {
+        Self::start_with(None).await
+    }
+
+    /// Starts a registry that requires HTTP basic authentication as
+    /// `user`/`password` (bcrypt htpasswd, made with `htpasswd` from
+    /// apache2-utils).
+    pub async fn start_with_basic_auth(user: &str, password: &str) -> anyhow::Result<Registry> {
+        Self::start_with(Some((user, password))).await
+    }
+
+    async fn start_with(auth: Option<(&str, &str)>) -> anyhow::Result<Registry> {
         let bin = std::env::var("PATCHPILOT_REGISTRY_BIN").unwrap_or_else(|_| "docker-registry".into());
         let dir = tempfile::tempdir()?;
         let port = free_port()?;
         let addr = format!("127.0.0.1:{port}");
         let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-                dir.path().join("data").display()
-            ),
-        )?;
+        let mut yaml = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+            dir.path().join("data").display()
+        );
+        if let Some((user, password)) = auth {
+            let out =
+                Command::new("htpasswd").args(["-Bbn", user, password]).output().with_context(|| {
+                    format!("htpasswd (apache2-utils) is needed for an authenticating registry; {SETUP_HINT}")
+                })?;
+            anyhow::ensure!(out.status.success(), "htpasswd failed");
+            let htpasswd = dir.path().join("htpasswd");
+            std::fs::write(&htpasswd, out.stdout)?;
+            yaml.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: patchpilot-test\n    path: {}\n",
+                htpasswd.display()
+            ));
+        }
+        std::fs::write(&config, yaml)?;
         let child = Command::new(&bin)
             .arg("serve")
             .arg(&config)
@@ -485,37 +508,12 @@ pub async fn push_labelled_image(
     tag: &str,
     labels: &[(&str, &str)],
 ) -> anyhow::Result<String> {
-    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
-    use sha2::Digest as _;
-    let client = oci_client::Client::new(ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(vec![registry.addr.clone()]),
-        ..Default::default()
-    });
     // An empty tar archive: two zero blocks.
-    let layer = vec![0u8; 1024];
-    let diff_id = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&layer)));
-    let labels: serde_json::Map<String, serde_json::Value> =
-        labels.iter().map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(*v))).collect();
-    let config = serde_json::json!({
-        "architecture": "amd64",
-        "os": "linux",
-        "config": { "Labels": labels },
-        "rootfs": { "type": "layers", "diff_ids": [diff_id] }
-    });
-    let reference: oci_client::Reference = format!("{}/{repository}:{tag}", registry.addr).parse()?;
-    let auth = oci_client::secrets::RegistryAuth::Anonymous;
-    client
-        .push(
-            &reference,
-            &[ImageLayer::new(layer, "application/vnd.oci.image.layer.v1.tar".into(), None)],
-            Config::new(
-                serde_json::to_vec(&config)?,
-                "application/vnd.oci.image.config.v1+json".into(),
-                None,
-            ),
-            &auth,
-            None,
-        )
-        .await?;
-    Ok(client.fetch_manifest_digest(&reference, &auth).await?)
+    let layer = images::TestLayer {
+        tar: vec![0u8; 1024],
+        blob: vec![0u8; 1024],
+        media_type: "application/vnd.oci.image.layer.v1.tar",
+    };
+    let config = images::image_config(std::slice::from_ref(&layer), labels);
+    images::push_image(registry, repository, tag, &[layer], config).await
 }

@@ -545,6 +545,28 @@ impl Assessment {
     }
 }
 
+/// The `schema` value of version 1 of PatchPilot's assessment document.
+pub const ASSESSMENT_SCHEMA: &str = "patchpilot/assessment/v1";
+
+/// PatchPilot's assessment document: a manifest of images and the findings
+/// in each. `schemas/assessment.v1.schema.json` documents it; the planner
+/// reads it and the scanner writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssessmentDocument {
+    /// Always [`ASSESSMENT_SCHEMA`].
+    pub schema: String,
+    /// One entry per image.
+    pub assessments: Vec<Assessment>,
+}
+
+impl AssessmentDocument {
+    /// Wraps assessments in a document.
+    pub fn new(assessments: Vec<Assessment>) -> AssessmentDocument {
+        AssessmentDocument { schema: ASSESSMENT_SCHEMA.to_owned(), assessments }
+    }
+}
+
 /// Encodes one finding.
 pub(crate) fn finding_to_proto(f: &Finding) -> pb::Finding {
     pb::Finding {

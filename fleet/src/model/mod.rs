@@ -6,7 +6,7 @@ mod assessment;
 mod remediation;
 
 pub use assessment::{
-    Assessment, Cvss, Finding, FindingKey, ImageDigest, OperatingSystem, Package, Platform, Severity,
-    ValidationError,
+    ASSESSMENT_SCHEMA, Assessment, AssessmentDocument, Cvss, Finding, FindingKey, ImageDigest,
+    OperatingSystem, Package, Platform, Severity, ValidationError,
 };
 pub use remediation::{ImageSummary, JobReason, RemediationId, RemediationJob, RepositoryTarget};

@@ -20,29 +20,9 @@
 //! ```
 
 use patchpilot_fleet::model::Assessment;
-use serde::{Deserialize, Serialize};
+pub use patchpilot_fleet::model::{ASSESSMENT_SCHEMA as SCHEMA, AssessmentDocument as Document};
 
 use super::{Error, ImageOverride, typed};
-
-/// The `schema` value of this version of the format.
-pub const SCHEMA: &str = "patchpilot/assessment/v1";
-
-/// A native assessment document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Document {
-    /// Always [`SCHEMA`].
-    pub schema: String,
-    /// One entry per image.
-    pub assessments: Vec<Assessment>,
-}
-
-impl Document {
-    /// Wraps assessments in a document.
-    pub fn new(assessments: Vec<Assessment>) -> Document {
-        Document { schema: SCHEMA.to_owned(), assessments }
-    }
-}
 
 /// Parses and validates a native document.
 pub fn parse(doc: serde_json::Value, image: Option<&ImageOverride>) -> Result<Vec<Assessment>, Error> {

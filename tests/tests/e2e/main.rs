@@ -12,5 +12,6 @@ mod grouping;
 mod intake;
 mod mapping;
 mod policy;
+mod scanner;
 mod support;
 mod tracing_context;

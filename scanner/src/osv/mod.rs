@@ -1,0 +1,8 @@
+//! The OSV data model (<https://ossf.github.io/osv-schema/>) and the
+//! evaluation of its affected ranges.
+
+mod range;
+mod record;
+
+pub use range::{Evaluation, evaluate};
+pub use record::{Affected, Event, OsvPackage, Range, RangeType, Record, Severity as OsvSeverity};

@@ -1,0 +1,111 @@
+//! The scan pipeline: an image's layers → the merged view → packages.
+//!
+//! Each layer is streamed once; the view keeps only files a cataloger (or
+//! OS detection) wants. Catalogers then run over the surviving files. A
+//! cataloger that cannot read a file does not fail the scan: the file is
+//! reported as a warning and the rest of the image is still cataloged.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use crate::catalog::{self, Cataloger, os_release};
+use crate::image::{self, Image, ImageFs, LayerReport, Limits};
+use crate::package::Package;
+
+/// What cataloging an image found.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    /// The distribution, when one was recognised.
+    pub os: Option<os_release::OsRelease>,
+    /// Installed packages, deduplicated, in a stable order.
+    pub packages: Vec<Package>,
+    /// Files that could not be cataloged and other things skipped.
+    pub warnings: Vec<String>,
+    /// Per-layer reading statistics, bottom first.
+    pub layers: Vec<LayerReport>,
+}
+
+/// Catalogs images.
+#[derive(Debug)]
+pub struct Scanner {
+    catalogers: Vec<Box<dyn Cataloger>>,
+    limits: Limits,
+}
+
+impl Default for Scanner {
+    fn default() -> Self {
+        Scanner::new(Limits::default())
+    }
+}
+
+impl Scanner {
+    /// A scanner with every cataloger and the given limits.
+    pub fn new(limits: Limits) -> Scanner {
+        Scanner { catalogers: catalog::all(), limits }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Whether a file must be kept while streaming layers.
+    pub fn wants(&self, path: &str, executable: bool) -> bool {
+        os_release::FILES.contains(&path) || self.catalogers.iter().any(|c| c.wants(path, executable))
+    }
+
+    /// Reads `image`'s layers and catalogs the result.
+    pub fn catalog_image(&self, image: &Image) -> Result<Catalog, image::source::Error> {
+        let (fs, layers) = image::read_layers(image, &|p, x| self.wants(p, x), &self.limits)?;
+        let digests: Vec<&str> = image.layers.iter().map(|l| l.digest.as_str()).collect();
+        let mut catalog = self.catalog_fs(&fs, &digests);
+        catalog.warnings.extend(layers.iter().flat_map(|l| l.warnings.iter().cloned()));
+        catalog.layers = layers;
+        Ok(catalog)
+    }
+
+    /// Reads a root filesystem directory and catalogs it.
+    pub fn catalog_rootfs(&self, root: &Path) -> Result<(Image, Catalog), image::source::Error> {
+        let (image, fs, report) = image::read_rootfs(root, &|p, x| self.wants(p, x), &self.limits)?;
+        let mut catalog = self.catalog_fs(&fs, &[]);
+        catalog.warnings.extend(report.warnings.iter().cloned());
+        catalog.layers = vec![report];
+        Ok((image, catalog))
+    }
+
+    /// Catalogs a merged view; `layer_digests[i]` names layer `i`.
+    pub fn catalog_fs(&self, fs: &ImageFs, layer_digests: &[&str]) -> Catalog {
+        let os = os_release::detect(&|p| fs.read(p).map(|f| f.data.to_vec()));
+        let os_ecosystem = os.as_ref().and_then(|o| o.ecosystem());
+        let mut warnings = Vec::new();
+        let mut found = BTreeSet::new();
+        for file in fs.files() {
+            let executable = file.mode & 0o111 != 0;
+            for cataloger in &self.catalogers {
+                if !cataloger.wants(file.path, executable) {
+                    continue;
+                }
+                match cataloger.parse(file.path, file.data) {
+                    Ok(packages) => {
+                        for mut p in packages {
+                            p.layer = layer_digests.get(file.layer).map(|d| (*d).to_owned());
+                            if p.kind.is_os() {
+                                p.ecosystem = os_ecosystem.clone().unwrap_or_default();
+                            } else if p.ecosystem.is_empty() {
+                                p.ecosystem = p.kind.language_ecosystem().unwrap_or_default().to_owned();
+                            }
+                            found.insert(p);
+                        }
+                    }
+                    Err(e) => warnings.push(e.to_string()),
+                }
+            }
+        }
+        if os.is_none() && found.iter().any(|p| p.kind.is_os()) {
+            warnings.push(
+                "OS packages found but the distribution was not recognised; they cannot be matched".into(),
+            );
+        }
+        Catalog { os, packages: found.into_iter().collect(), warnings, layers: Vec::new() }
+    }
+}

@@ -1,0 +1,588 @@
+//! The binary-format catalogers (Go build info, cargo-auditable, rpm's
+//! SQLite database) against files made by the real tools at test time: a Go
+//! toolchain, gcc and objcopy, cargo-auditable, rpmbuild and rpm. Each test
+//! that needs a tool it cannot find says which and returns early; the
+//! Debian packages that provide them are `golang-go`, `gcc`, `binutils`,
+//! `rpm` and `gpg` (cargo-auditable comes from `cargo install
+//! cargo-auditable`). Expectations come from the tools' own view of the file
+//! (`go version -m`, `rpm -qa`, the section as objcopy dumps it) wherever
+//! they have one. Everything is built in temporary directories; how the
+//! fixtures are made is recorded in `tests/fixtures/binary/SOURCES.md`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use patchpilot_scanner::catalog::Cataloger;
+use patchpilot_scanner::catalog::cargo_auditable::CargoAuditableCataloger;
+use patchpilot_scanner::catalog::gobinary::{GoBinaryCataloger, read_build_info};
+use patchpilot_scanner::catalog::rpm::{RpmCataloger, parse_header};
+use patchpilot_scanner::package::{Package, PackageKind};
+
+/// The program `name` on `PATH`, if there is one.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
+}
+
+/// Runs `command`, failing the test with its output when it fails.
+fn run(command: &mut Command) -> Output {
+    let output = command.output().unwrap_or_else(|err| panic!("cannot start {command:?}: {err}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn write(path: &Path, contents: impl AsRef<[u8]>) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("create fixture directory");
+    }
+    std::fs::write(path, contents).expect("write fixture file");
+}
+
+fn names_and_versions(packages: &[Package]) -> Vec<(String, String)> {
+    packages.iter().map(|p| (p.name.clone(), p.version.clone())).collect()
+}
+
+// ---------------------------------------------------------------- Go ----
+
+/// Serves `module_path@version` from a `file://` module proxy directory, the
+/// layout of `go help goproxy`: `@v/list`, `.info`, `.mod` and the zip with
+/// every file under `module_path@version/`. `go_mod` is the module's go.mod.
+fn publish_module(proxy: &Path, module_path: &str, version: &str, go_mod: &str, files: &[(&str, &str)]) {
+    let dir = proxy.join(module_path).join("@v");
+    std::fs::create_dir_all(&dir).expect("proxy directory");
+    let mut list =
+        std::fs::OpenOptions::new().create(true).append(true).open(dir.join("list")).expect("list");
+    writeln!(list, "{version}").expect("list");
+    write(
+        &dir.join(format!("{version}.info")),
+        format!(r#"{{"Version":"{version}","Time":"2023-01-01T00:00:00Z"}}"#),
+    );
+    write(&dir.join(format!("{version}.mod")), go_mod);
+    let zip_file = std::fs::File::create(dir.join(format!("{version}.zip"))).expect("zip");
+    let mut zip = zip::ZipWriter::new(zip_file);
+    let options = zip::write::SimpleFileOptions::default();
+    for (name, contents) in std::iter::once(("go.mod", go_mod)).chain(files.iter().copied()) {
+        zip.start_file(format!("{module_path}@{version}/{name}"), options).expect("zip entry");
+        zip.write_all(contents.as_bytes()).expect("zip entry");
+    }
+    zip.finish().expect("zip");
+}
+
+/// A `go` command confined to `root`: its own caches, the file proxy, no
+/// checksum database, no toolchain download, no user configuration.
+fn go_command(go: &Path, root: &Path, dir: &Path) -> Command {
+    let mut command = Command::new(go);
+    command
+        .current_dir(dir)
+        .env("GOPROXY", format!("file://{}", root.join("proxy").display()))
+        .env("GOSUMDB", "off")
+        .env("GOFLAGS", "-modcacherw")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOENV", "off")
+        .env("GOWORK", "off")
+        .env("GO111MODULE", "on")
+        .env("CGO_ENABLED", "0")
+        .env("GOCACHE", root.join("gocache"))
+        .env("GOMODCACHE", root.join("gomodcache"))
+        .env("GOPATH", root.join("gopath"))
+        .env("GOBIN", root.join("bin"));
+    command
+}
+
+/// What `go version -m` says a binary contains, turned into the packages
+/// the cataloger is documented to report.
+fn expected_from_go_version_m(listing: &str) -> (String, Vec<(String, String)>, usize) {
+    let mut lines = listing.lines();
+    let first = lines.next().expect("go version -m prints the toolchain first");
+    let toolchain = first.rsplit(": ").next().expect("path: version").to_owned();
+    let mut main = None;
+    let mut deps: Vec<(String, String)> = Vec::new();
+    let mut build_lines = 0;
+    for line in lines {
+        let columns: Vec<&str> = line.trim_start_matches('\t').split('\t').collect();
+        match columns[..] {
+            ["mod", path, version, ..] => main = Some((path.to_owned(), version.to_owned())),
+            ["dep", path, version, ..] => deps.push((path.to_owned(), version.to_owned())),
+            ["=>", path, version, ..] => {
+                let replaced = deps.last_mut().expect("=> follows a dep");
+                *replaced = (path.to_owned(), version.to_owned());
+            }
+            ["build", ..] => build_lines += 1,
+            _ => {}
+        }
+    }
+    let mut expected = Vec::new();
+    if let Some((path, version)) = main.filter(|(_, version)| version != "(devel)") {
+        expected.push((path, version));
+    }
+    expected.extend(deps.into_iter().filter(|(_, version)| !version.is_empty()));
+    let release = toolchain.trim_start_matches("go");
+    let stdlib =
+        if release.matches('.').count() == 1 { format!("v{release}.0") } else { format!("v{release}") };
+    expected.push(("stdlib".to_owned(), stdlib));
+    (toolchain, expected, build_lines)
+}
+
+#[test]
+fn go_binaries_built_by_the_toolchain_match_go_version_m() {
+    let Some(go) = on_path("go") else {
+        eprintln!("skipping: no `go` on PATH (Debian package golang-go) to build Go binaries with");
+        return;
+    };
+    let root = tempfile::tempdir().expect("tempdir");
+    let root = root.path();
+    let proxy = root.join("proxy");
+    publish_module(
+        &proxy,
+        "example.com/greeting",
+        "v1.2.3",
+        "module example.com/greeting\n\ngo 1.18\n",
+        &[("greeting.go", "package greeting\n\nfunc Hello() string { return \"hello\" }\n")],
+    );
+    // A fork published under another path whose go.mod keeps the original
+    // module path, as forks used through `replace` do.
+    publish_module(
+        &proxy,
+        "example.com/newname",
+        "v1.1.0",
+        "module example.com/oldname\n\ngo 1.18\n",
+        &[("old.go", "package oldname\n\nfunc Name() string { return \"new\" }\n")],
+    );
+    publish_module(
+        &proxy,
+        "example.com/tool",
+        "v0.3.0",
+        "module example.com/tool\n\ngo 1.18\n\nrequire example.com/greeting v1.2.3\n",
+        &[(
+            "main.go",
+            "package main\n\nimport (\n\t\"os\"\n\n\t\"example.com/greeting\"\n)\n\n\
+             func main() { os.Stdout.WriteString(greeting.Hello()) }\n",
+        )],
+    );
+    let app = root.join("app");
+    write(
+        &app.join("go.mod"),
+        "module example.com/app\n\ngo 1.18\n\nrequire (\n\texample.com/greeting v1.2.3\n\texample.com/oldname v1.0.0\n)\n\n\
+         replace example.com/oldname => example.com/newname v1.1.0\n",
+    );
+    write(
+        &app.join("main.go"),
+        "package main\n\nimport (\n\t\"os\"\n\n\t\"example.com/greeting\"\n\t\"example.com/oldname\"\n)\n\n\
+         func main() { os.Stdout.WriteString(greeting.Hello() + oldname.Name()) }\n",
+    );
+    run(go_command(&go, root, &app).args(["mod", "tidy"]));
+    let app_binary = root.join("app.bin");
+    run(go_command(&go, root, &app).arg("build").arg("-o").arg(&app_binary).arg("."));
+    // Installed at a version, so the main module carries that version rather
+    // than `(devel)`.
+    run(go_command(&go, root, root).args(["install", "example.com/tool@v0.3.0"]));
+    let tool_binary = root.join("bin").join("tool");
+
+    for (binary, must_contain) in [
+        (&app_binary, vec![("example.com/greeting", "v1.2.3"), ("example.com/newname", "v1.1.0")]),
+        (&tool_binary, vec![("example.com/tool", "v0.3.0"), ("example.com/greeting", "v1.2.3")]),
+    ] {
+        let listing = run(go_command(&go, root, root).arg("version").arg("-m").arg(binary)).stdout;
+        let listing = String::from_utf8(listing).expect("UTF-8 listing");
+        let (toolchain, expected, build_lines) = expected_from_go_version_m(&listing);
+        for (name, version) in must_contain {
+            assert!(
+                expected.contains(&(name.to_owned(), version.to_owned())),
+                "{name} {version} in\n{listing}"
+            );
+        }
+
+        let data = std::fs::read(binary).expect("binary");
+        let packages = GoBinaryCataloger.parse("usr/local/bin/app", &data).expect("readable build info");
+        assert_eq!(names_and_versions(&packages), expected, "go version -m says:\n{listing}");
+        for package in &packages {
+            assert_eq!(package.kind, PackageKind::GoModule);
+            assert_eq!(package.ecosystem, "Go");
+            assert_eq!(package.path, "usr/local/bin/app");
+        }
+        let info = read_build_info(&data).expect("readable").expect("a Go binary");
+        assert_eq!(info.go_version, toolchain);
+        assert_eq!(info.settings.len(), build_lines);
+        assert!(info.settings.iter().any(|s| s.key == "-compiler" && s.value == "gc"), "{:?}", info.settings);
+
+        // The same damage Go's own buildinfo test does: a broken magic makes
+        // the file not a Go binary.
+        let mut damaged = data.clone();
+        let magic = damaged.windows(14).position(|w| w == b"\xff Go buildinf:").expect("magic present");
+        damaged[magic + 2] = b'N';
+        assert_eq!(GoBinaryCataloger.parse("usr/local/bin/app", &damaged), Ok(Vec::new()));
+
+        // Corrupting the blob's header, lengths and text, or cutting the
+        // file inside it, gives a result or an error, never a panic.
+        for offset in magic + 14..(magic + 400).min(data.len()) {
+            let mut corrupt = data.clone();
+            corrupt[offset] ^= 0xff;
+            let _ = GoBinaryCataloger.parse("usr/local/bin/app", &corrupt);
+        }
+        for cut in [magic + 8, magic + 20, magic + 40, magic + 200] {
+            let _ = GoBinaryCataloger.parse("usr/local/bin/app", &data[..cut.min(data.len())]);
+        }
+    }
+}
+
+/// Every byte as a C `\x` escape, each its own string literal so no escape
+/// swallows the next character.
+fn c_bytes(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("\"\\x{byte:02x}\" ")).collect()
+}
+
+/// The pre-1.18 layout (pointers to Go string headers), laid out by gcc's
+/// linker exactly as `debug/buildinfo` documents it, since no installable Go
+/// toolchain still writes it.
+#[test]
+fn pointer_format_blob_laid_out_by_the_linker_is_read() {
+    let Some(gcc) = on_path("gcc") else {
+        eprintln!("skipping: no `gcc` on PATH (Debian package gcc) to link the pre-1.18 layout with");
+        return;
+    };
+    // `cmd/go/internal/modload.infoStart` / `infoEnd`.
+    let info_start = b"\x30\x77\xaf\x0c\x92\x74\x08\x02\x41\xe1\xc1\x07\xe6\xd6\x18\xe6";
+    let info_end = b"\xf9\x32\x43\x31\x86\x18\x20\x72\x00\x82\x42\x10\x41\x16\xd8\xf2";
+    let modinfo = "path\texample.com/legacy\n\
+                   mod\texample.com/legacy\tv0.9.0\t\n\
+                   dep\texample.com/greeting\tv1.2.3\t\n\
+                   build\t-compiler=gc\n";
+    let source = format!(
+        "struct gostring {{ const char *data; unsigned long len; }};\n\
+         static const char version[] = \"go1.16.15\";\n\
+         static const char modinfo[] = {start} {text:?} {end};\n\
+         struct gostring runtime_buildVersion = {{ version, sizeof version - 1 }};\n\
+         struct gostring runtime_modinfo = {{ modinfo, sizeof modinfo - 1 }};\n\
+         struct buildinfo {{ char magic[14]; unsigned char ptrsize; unsigned char flags;\n\
+                             struct gostring *version; struct gostring *modinfo; }};\n\
+         __attribute__((section(\".go.buildinfo\"), aligned(16), used))\n\
+         struct buildinfo go_buildinfo = {{ \"\\xff Go buildinf:\", sizeof(void *),\n\
+             __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__, &runtime_buildVersion, &runtime_modinfo }};\n\
+         int main(void) {{ return go_buildinfo.flags; }}\n",
+        start = c_bytes(info_start),
+        text = modinfo,
+        end = c_bytes(info_end),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c_file = dir.path().join("legacy.c");
+    let binary = dir.path().join("legacy");
+    write(&c_file, source);
+    // Not position-independent, so the pointers hold final addresses in the
+    // file, as the Go linker wrote them.
+    run(Command::new(gcc).arg("-O0").arg("-no-pie").arg("-o").arg(&binary).arg(&c_file));
+
+    let data = std::fs::read(&binary).expect("binary");
+    let packages = GoBinaryCataloger.parse("opt/legacy", &data).expect("readable build info");
+    assert_eq!(
+        names_and_versions(&packages),
+        [
+            ("example.com/legacy".to_owned(), "v0.9.0".to_owned()),
+            ("example.com/greeting".to_owned(), "v1.2.3".to_owned()),
+            ("stdlib".to_owned(), "v1.16.15".to_owned()),
+        ]
+    );
+}
+
+// --------------------------------------------------- cargo-auditable ----
+
+/// What the cataloger is documented to report from a dependency list:
+/// runtime entries that are not local, plus the root.
+fn expected_from_audit_json(json: &[u8]) -> Vec<(String, String)> {
+    let value: serde_json::Value = serde_json::from_slice(json).expect("fixture JSON");
+    let packages = value["packages"].as_array().expect("packages array");
+    packages
+        .iter()
+        .filter(|p| p["kind"].as_str().unwrap_or("runtime") == "runtime")
+        .filter(|p| p["root"].as_bool().unwrap_or(false) || p["source"] != "local")
+        .map(|p| {
+            (p["name"].as_str().expect("name").to_owned(), p["version"].as_str().expect("version").to_owned())
+        })
+        .collect()
+}
+
+fn zlib(data: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(data).expect("in-memory write");
+    encoder.finish().expect("in-memory write")
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/binary").join(name);
+    std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+#[test]
+fn dep_v0_section_added_to_a_gcc_binary_is_read() {
+    let (Some(gcc), Some(objcopy)) = (on_path("gcc"), on_path("objcopy")) else {
+        eprintln!("skipping: needs `gcc` and `objcopy` on PATH (Debian packages gcc, binutils)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c_file = dir.path().join("main.c");
+    let plain = dir.path().join("plain");
+    write(&c_file, "int main(void) { return 0; }\n");
+    run(Command::new(gcc).arg("-o").arg(&plain).arg(&c_file));
+    let with_section = |name: &str, section: &[u8]| -> Vec<u8> {
+        let section_file = dir.path().join(format!("{name}.z"));
+        let binary = dir.path().join(name);
+        write(&section_file, section);
+        run(Command::new(&objcopy)
+            .arg("--add-section")
+            .arg(format!(".dep-v0={}", section_file.display()))
+            .arg("--set-section-flags")
+            .arg(".dep-v0=noload,readonly")
+            .arg(&plain)
+            .arg(&binary));
+        std::fs::read(&binary).expect("binary")
+    };
+
+    let plain_data = std::fs::read(&plain).expect("binary");
+    assert_eq!(CargoAuditableCataloger.parse("usr/bin/plain", &plain_data), Ok(Vec::new()));
+
+    for (fixture_name, must_contain) in [
+        ("auditable-serde-doc-example.json", ("adler", "0.2.3")),
+        ("cargo-auditable-0.7.7-output.json", ("hex", "0.4.3")),
+    ] {
+        let json = fixture(fixture_name);
+        let data = with_section(fixture_name, &zlib(&json));
+        let packages = CargoAuditableCataloger.parse("usr/bin/tool", &data).expect("readable audit data");
+        let expected = expected_from_audit_json(&json);
+        assert!(expected.contains(&(must_contain.0.to_owned(), must_contain.1.to_owned())), "{fixture_name}");
+        assert_eq!(names_and_versions(&packages), expected, "{fixture_name}");
+        for package in &packages {
+            assert_eq!(package.kind, PackageKind::RustCrate);
+            assert_eq!(package.ecosystem, "crates.io");
+            assert_eq!(package.path, "usr/bin/tool");
+        }
+    }
+    // The real output lists build dependencies and a local path crate, which
+    // must be left out.
+    let real = String::from_utf8(fixture("cargo-auditable-0.7.7-output.json")).expect("UTF-8");
+    assert!(real.contains(r#""kind":"build""#) && real.contains(r#""name":"helper""#));
+
+    let corrupt = with_section("corrupt", b"this is not zlib");
+    let error = CargoAuditableCataloger.parse("usr/bin/corrupt", &corrupt).expect_err("corrupt section");
+    assert_eq!(error.path, "usr/bin/corrupt");
+    assert!(error.reason.contains("does not decompress"), "{error}");
+
+    let bomb = with_section("bomb", &zlib(&vec![b'['; 9 << 20]));
+    let error = CargoAuditableCataloger.parse("usr/bin/bomb", &bomb).expect_err("oversized section");
+    assert!(error.reason.contains("exceeds"), "{error}");
+}
+
+#[test]
+fn binary_built_by_cargo_auditable_is_read() {
+    let cargo = std::env::var_os("CARGO").map(PathBuf::from).or_else(|| on_path("cargo"));
+    let Some(cargo) = cargo else {
+        eprintln!("skipping: no cargo to build with");
+        return;
+    };
+    let commands = run(Command::new(&cargo).arg("--list")).stdout;
+    if !String::from_utf8_lossy(&commands).lines().any(|line| line.trim().starts_with("auditable")) {
+        eprintln!("skipping: `cargo auditable` is not installed (`cargo install cargo-auditable`)");
+        return;
+    }
+    let Some(objcopy) = on_path("objcopy") else {
+        eprintln!("skipping: no `objcopy` on PATH (Debian package binutils) to dump the section with");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(
+        &root.join("app/Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n\
+         [dependencies]\nhelper = { path = \"../helper\" }\n\n[build-dependencies]\nbuilder = { path = \"../builder\" }\n",
+    );
+    write(&root.join("app/build.rs"), "fn main() { builder::run(); }\n");
+    write(&root.join("app/src/main.rs"), "fn main() { println!(\"{}\", helper::answer()); }\n");
+    write(
+        &root.join("helper/Cargo.toml"),
+        "[package]\nname = \"helper\"\nversion = \"0.2.0\"\nedition = \"2021\"\n",
+    );
+    write(&root.join("helper/src/lib.rs"), "pub fn answer() -> u32 { 42 }\n");
+    write(
+        &root.join("builder/Cargo.toml"),
+        "[package]\nname = \"builder\"\nversion = \"0.3.0\"\nedition = \"2021\"\n",
+    );
+    write(&root.join("builder/src/lib.rs"), "pub fn run() {}\n");
+    run(Command::new(&cargo)
+        .args(["auditable", "build", "--offline", "--quiet"])
+        .current_dir(root.join("app"))
+        .env("CARGO_TARGET_DIR", root.join("target")));
+    let binary = root.join("target/debug/app");
+    let section = root.join("dep-v0.z");
+    run(Command::new(objcopy)
+        .arg("--dump-section")
+        .arg(format!(".dep-v0={}", section.display()))
+        .arg(&binary));
+    let mut json = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::ZlibDecoder::new(&std::fs::read(&section).expect("dumped section")[..]),
+        &mut json,
+    )
+    .expect("zlib section");
+    let listed = String::from_utf8(json.clone()).expect("UTF-8 JSON");
+    assert!(listed.contains(r#""name":"helper""#) && listed.contains(r#""name":"builder""#), "{listed}");
+
+    let data = std::fs::read(&binary).expect("binary");
+    let packages = CargoAuditableCataloger.parse("usr/local/bin/app", &data).expect("readable audit data");
+    assert_eq!(names_and_versions(&packages), expected_from_audit_json(&json));
+    assert_eq!(names_and_versions(&packages), [("app".to_owned(), "0.1.0".to_owned())], "{listed}");
+}
+
+// --------------------------------------------------------------- rpm ----
+
+const TOOL_SPEC: &str = "Name: pp-tool\nEpoch: 3\nVersion: 1.2.3\nRelease: 4.test\n\
+Summary: PatchPilot scanner test package\nLicense: MIT\nBuildArch: noarch\n\n\
+%description\nBuilt by scanner/tests/catalogers_binary.rs.\n\n\
+%package libs\nSummary: Subpackage of pp-tool\n\n%description libs\nIts source package is pp-tool.\n\n\
+%files\n\n%files libs\n";
+
+const PLAIN_SPEC: &str = "Name: pp-plain\nVersion: 0.9\nRelease: 1\n\
+Summary: PatchPilot scanner test package without epoch\nLicense: MIT\nBuildArch: noarch\n\n\
+%description\nBuilt by scanner/tests/catalogers_binary.rs.\n\n%files\n";
+
+/// Imports a freshly made signing key into the database, as `rpm --import`
+/// does on every Red Hat system; `false` when gpg is not available.
+fn import_signing_key(root: &Path, dbpath: &Path) -> bool {
+    let (Some(gpg), Some(gpgconf)) = (on_path("gpg"), on_path("gpgconf")) else {
+        eprintln!("note: no `gpg`/`gpgconf` on PATH (Debian package gpg); database has no gpg-pubkey entry");
+        return false;
+    };
+    let home = root.join("gnupg");
+    std::fs::create_dir_all(&home).expect("gnupg home");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).expect("gnupg home mode");
+    }
+    run(Command::new(&gpg)
+        .env("GNUPGHOME", &home)
+        .args(["--batch", "--passphrase", "", "--quick-gen-key", "PatchPilot Test <test@example.invalid>"])
+        .args(["ed25519", "sign", "never"]));
+    let key = run(Command::new(&gpg).env("GNUPGHOME", &home).args(["--armor", "--export"])).stdout;
+    // Stop the agent gpg started for this home directory only.
+    let _ = Command::new(gpgconf).env("GNUPGHOME", &home).args(["--kill", "gpg-agent"]).output();
+    let key_file = root.join("key.asc");
+    write(&key_file, key);
+    run(Command::new("rpm").arg("--dbpath").arg(dbpath).arg("--import").arg(&key_file));
+    true
+}
+
+#[test]
+fn rpmdb_written_by_rpm_matches_rpm_query() {
+    let (Some(rpm), Some(rpmbuild)) = (on_path("rpm"), on_path("rpmbuild")) else {
+        eprintln!("skipping: needs `rpm` and `rpmbuild` on PATH (Debian package rpm)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let topdir = root.join("rpmbuild");
+    for (file, spec) in [("pp-tool.spec", TOOL_SPEC), ("pp-plain.spec", PLAIN_SPEC)] {
+        let spec_path = root.join(file);
+        write(&spec_path, spec);
+        run(Command::new(&rpmbuild)
+            .arg("--define")
+            .arg(format!("_topdir {}", topdir.display()))
+            .arg("-bb")
+            .arg(&spec_path));
+    }
+    let built: Vec<PathBuf> = std::fs::read_dir(topdir.join("RPMS/noarch"))
+        .expect("built packages")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    assert_eq!(built.len(), 3, "{built:?}");
+
+    let dbpath = root.join("db");
+    run(Command::new(&rpm).arg("--dbpath").arg(&dbpath).arg("--initdb"));
+    run(Command::new(&rpm)
+        .arg("--dbpath")
+        .arg(&dbpath)
+        .args(["-i", "--justdb", "--nodeps", "--ignorearch", "--ignoreos"])
+        .args(&built));
+    let imported_key = import_signing_key(root, &dbpath);
+
+    let query = run(Command::new(&rpm).arg("--dbpath").arg(&dbpath).args([
+        "-qa",
+        "--qf",
+        "%{NAME} %{EPOCH} %{VERSION} %{RELEASE} %{SOURCERPM}\\n",
+    ]))
+    .stdout;
+    let query = String::from_utf8(query).expect("UTF-8 query output");
+    assert_eq!(query.lines().any(|line| line.starts_with("gpg-pubkey ")), imported_key, "{query}");
+
+    let mut expected = BTreeSet::new();
+    for line in query.lines().filter(|line| !line.starts_with("gpg-pubkey ")) {
+        let [name, epoch, version, release, source_rpm] = line.split(' ').collect::<Vec<_>>()[..] else {
+            panic!("unexpected query line {line:?}");
+        };
+        let epoch = (epoch != "(none)" && epoch != "0").then_some(epoch);
+        let full = match epoch {
+            Some(epoch) => format!("{epoch}:{version}-{release}"),
+            None => format!("{version}-{release}"),
+        };
+        let stem = source_rpm.strip_suffix(".src.rpm").expect("source package file name");
+        let mut parts = stem.rsplitn(3, '-');
+        let (source_release, source_version, source_name) =
+            (parts.next().expect("release"), parts.next().expect("version"), parts.next().expect("name"));
+        let source_full = match epoch {
+            Some(epoch) => format!("{epoch}:{source_version}-{source_release}"),
+            None => format!("{source_version}-{source_release}"),
+        };
+        expected.insert((
+            name.to_owned(),
+            full.clone(),
+            (source_name != name).then(|| source_name.to_owned()),
+            (source_full != full).then_some(source_full),
+        ));
+    }
+    assert!(expected.contains(&(
+        "pp-tool-libs".to_owned(),
+        "3:1.2.3-4.test".to_owned(),
+        Some("pp-tool".to_owned()),
+        None
+    )));
+    assert_eq!(expected.len(), 3, "{query}");
+
+    let database = std::fs::read(dbpath.join("rpmdb.sqlite")).expect("rpmdb.sqlite");
+    let cataloger = RpmCataloger;
+    assert!(cataloger.wants("var/lib/rpm/rpmdb.sqlite", false));
+    let packages = cataloger.parse("var/lib/rpm/rpmdb.sqlite", &database).expect("readable database");
+    let found: BTreeSet<_> = packages
+        .iter()
+        .map(|p| (p.name.clone(), p.version.clone(), p.source_name.clone(), p.source_version.clone()))
+        .collect();
+    assert_eq!(found, expected, "rpm -qa says:\n{query}");
+    assert_eq!(packages.len(), expected.len());
+    // Every byte of a real header blob corrupted in turn: a result or an
+    // error, never a panic.
+    let connection = rusqlite::Connection::open_with_flags(
+        dbpath.join("rpmdb.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open the database rpm wrote");
+    let blob: Vec<u8> = connection
+        .query_row("SELECT blob FROM Packages ORDER BY hnum LIMIT 1", [], |row| row.get(0))
+        .expect("a header blob");
+    assert!(parse_header(&blob).is_ok());
+    for offset in 0..blob.len() {
+        for mask in [0xff, 0x80, 0x01] {
+            let mut corrupt = blob.clone();
+            corrupt[offset] ^= mask;
+            let _ = parse_header(&corrupt);
+        }
+    }
+    for package in &packages {
+        assert_eq!(package.kind, PackageKind::Rpm);
+        assert_eq!(package.ecosystem, "");
+        assert_eq!(package.path, "var/lib/rpm/rpmdb.sqlite");
+    }
+}

@@ -1,0 +1,332 @@
+//! The scanner service end to end: images pushed to a real registry are
+//! discovered, scanned and matched against real OSV records; the findings
+//! are exactly the expected ones; a retag to a new digest is scanned again
+//! and an unchanged digest is not. Also the `patchpilot db` and
+//! `patchpilot scan` commands.
+
+use std::time::Duration;
+
+use patchpilot_e2e::images::{
+    image_config, image_config_created, push_image, push_image_as, scanner_fixtures, vulnerable_app_layers,
+};
+use patchpilot_e2e::{Registry, Service, Stack, wait_for};
+use patchpilot_fleet::bus::StreamName;
+use patchpilot_fleet::model::{Assessment, Severity};
+use prost::Message as _;
+
+/// (id, package, installed version, first fixed version, severity).
+type Row = (String, String, String, String, Severity);
+
+fn expected() -> Vec<Row> {
+    let row = |id: &str, p: &str, v: &str, fix: &str, s| {
+        (id.to_owned(), p.to_owned(), v.to_owned(), fix.to_owned(), s)
+    };
+    vec![
+        row("CVE-2020-14343", "PyYAML", "5.3.1", "5.4", Severity::Critical),
+        row("CVE-2021-23424", "ansi-html", "0.0.7", "0.0.8", Severity::High),
+        row("CVE-2025-26519", "musl", "1.1.14-r10", "1.2.4_git20230717-r5", Severity::High),
+        row("CVE-2025-26519", "musl-utils", "1.1.14-r10", "1.2.4_git20230717-r5", Severity::High),
+    ]
+}
+
+fn rows(a: &Assessment) -> Vec<Row> {
+    a.findings
+        .iter()
+        .map(|f| {
+            (
+                f.id.clone(),
+                f.package.name.clone(),
+                f.package.version.clone(),
+                f.fixed_versions.first().cloned().unwrap_or_default(),
+                f.severity,
+            )
+        })
+        .collect()
+}
+
+async fn assessments(stack: &Stack) -> anyhow::Result<Vec<Assessment>> {
+    stack
+        .stream_contents(StreamName::Assessments)
+        .await?
+        .into_iter()
+        .map(|m| {
+            let proto = patchpilot_proto::v1::Assessment::decode(m.payload.as_ref())?;
+            Ok(Assessment::from_proto(proto)?.0)
+        })
+        .collect()
+}
+
+/// Imports the osv fixtures into a DB folder with the CLI.
+async fn advisory_db(stack: &Stack) -> anyhow::Result<std::path::PathBuf> {
+    let db = stack.dir.path().join("advisories");
+    let records = scanner_fixtures().join("osv/records");
+    let out = stack
+        .cli(&["db", "import", records.to_str().unwrap_or_default(), "--db", db.to_str().unwrap_or_default()])
+        .await?;
+    anyhow::ensure!(out.code == Some(0), "db import: {}", out.stderr);
+    Ok(db)
+}
+
+#[tokio::test]
+async fn discovered_images_are_scanned_once_per_digest_with_exactly_the_expected_findings()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let registry = Registry::start().await?;
+    let db = advisory_db(&stack).await?;
+    let layers = vulnerable_app_layers(&[]);
+    let first = push_image(&registry, "acme/app", "1.0", &layers, image_config(&layers, &[])).await?;
+    // Tags that are not versions: the newest image by creation time is
+    // "latest", so only `edge` is scanned.
+    let tool = vulnerable_app_layers(&[("etc/tool", b"tool\n".to_vec())]);
+    push_image(
+        &registry,
+        "acme/tool",
+        "stable",
+        &tool,
+        image_config_created(&tool, &[], "2026-01-01T00:00:00Z"),
+    )
+    .await?;
+    let edge = push_image(
+        &registry,
+        "acme/tool",
+        "edge",
+        &tool,
+        image_config_created(&tool, &[], "2026-06-01T00:00:00Z"),
+    )
+    .await?;
+
+    let config = format!(
+        r#"
+[scanner]
+db = "{db}"
+cache_dir = "{cache}"
+platform = "linux/amd64"
+[scanner.registry]
+insecure = ["{registry}"]
+[scanner.discovery]
+enabled = true
+interval_secs = 1
+[[scanner.discovery.targets]]
+registry = "{registry}"
+"#,
+        db = db.display(),
+        cache = stack.dir.path().join("blob-cache").display(),
+        registry = registry.addr,
+    );
+    let config = stack.write_config("scanner.toml", &config)?;
+    let log = stack.dir.path().join("scanner.log");
+    let scanner = Service::spawn("patchpilot-scanner", &config, &stack.env(), log)?;
+
+    let found = wait_for("the first assessments", Duration::from_secs(60), || async {
+        let a = assessments(&stack).await?;
+        Ok((a.len() >= 2).then_some(a))
+    })
+    .await
+    .map_err(|e| e.context(scanner.log_text()))?;
+    assert_eq!(found.len(), 2);
+    let tool_scan = found.iter().find(|a| a.image.contains("acme/tool")).expect("acme/tool scanned");
+    assert_eq!(
+        tool_scan.image,
+        format!("{}/acme/tool:edge", registry.addr),
+        "the newer of two non-version tags"
+    );
+    assert_eq!(tool_scan.digest.as_str(), edge);
+    let a = found.iter().find(|a| a.image.contains("acme/app")).expect("acme/app scanned");
+    assert_eq!(a.image, format!("{}/acme/app:1.0", registry.addr));
+    assert_eq!(a.digest.as_str(), first);
+    assert_eq!(a.os.as_ref().map(|o| o.ecosystem.as_str()), Some("Alpine:v3.19"));
+    assert_eq!(rows(a), expected(), "exactly these findings; the whited-out PyYAML 5.1 is not one");
+    assert!(a.findings.iter().all(|f| !f.package.layer.is_empty()), "every finding names its layer");
+
+    // Several discovery passes over an unchanged digest ask for nothing.
+    wait_for("three more discovery passes", Duration::from_secs(20), || async {
+        Ok((scanner.log_text().matches("discovery pass").count() >= 4).then_some(()))
+    })
+    .await?;
+    assert_eq!(assessments(&stack).await?.len(), 2, "an unchanged digest is not scanned again");
+
+    // A rebuild pushed under the same tag has a new digest: scanned again.
+    let rebuilt = vulnerable_app_layers(&[("etc/motd", b"rebuilt\n".to_vec())]);
+    let second = push_image(&registry, "acme/app", "1.0", &rebuilt, image_config(&rebuilt, &[])).await?;
+    assert_ne!(first, second);
+    let found = wait_for("the rescan of the new digest", Duration::from_secs(60), || async {
+        let a = assessments(&stack).await?;
+        Ok((a.len() == 3).then_some(a))
+    })
+    .await
+    .map_err(|e| e.context(scanner.log_text()))?;
+    assert_eq!(found[2].digest.as_str(), second);
+    assert_eq!(rows(&found[2]), expected());
+    Ok(())
+}
+
+#[tokio::test]
+async fn db_and_scan_commands() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let db = advisory_db(&stack).await?;
+    let db_arg = db.to_str().unwrap_or_default();
+
+    let status = stack.cli(&["db", "status", "--db", db_arg, "--json"]).await?;
+    assert_eq!(status.code, Some(0), "{}", status.stderr);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout)?;
+    assert!(status["records"].as_u64().is_some_and(|n| n >= 9), "{status}");
+    assert!(status["ecosystems"]["Alpine"].as_u64().is_some_and(|n| n >= 1), "{status}");
+    assert!(status["age_hours"].as_i64().is_some_and(|h| h < 1), "{status}");
+
+    // Exit 1 when affected, 0 when not.
+    let affected = stack
+        .cli(&[
+            "db",
+            "query",
+            "--db",
+            db_arg,
+            "--ecosystem",
+            "PyPI",
+            "--package",
+            "pyyaml",
+            "--version",
+            "5.3.1",
+        ])
+        .await?;
+    assert_eq!(affected.code, Some(1), "{}", affected.stdout);
+    assert!(
+        affected.stdout.contains("GHSA-8q59-q68h-6hv4") && affected.stdout.contains("fixed in 5.4"),
+        "{}",
+        affected.stdout
+    );
+    let fixed = stack
+        .cli(&[
+            "db",
+            "query",
+            "--db",
+            db_arg,
+            "--ecosystem",
+            "PyPI",
+            "--package",
+            "PyYAML",
+            "--version",
+            "5.4",
+        ])
+        .await?;
+    assert_eq!(fixed.code, Some(0), "{}", fixed.stdout);
+
+    // `scan --rootfs` on a folder; its JSON output is a native assessment
+    // document that `submit --dry-run` accepts as it is.
+    let root = stack.dir.path().join("rootfs");
+    for (path, data) in [
+        ("etc/os-release", "ID=alpine\nVERSION_ID=3.19.1\n".to_owned()),
+        (
+            "lib/apk/db/installed",
+            std::fs::read_to_string(
+                scanner_fixtures().join("catalog/apk/trivy-alpine/lib/apk/db/installed"),
+            )?,
+        ),
+    ] {
+        let file = root.join(path);
+        std::fs::create_dir_all(file.parent().unwrap_or(&root))?;
+        std::fs::write(file, data)?;
+    }
+    let report = stack.dir.path().join("report.json");
+    let scan = stack
+        .cli(&[
+            "scan",
+            "--rootfs",
+            root.to_str().unwrap_or_default(),
+            "--db",
+            db_arg,
+            "--format",
+            "json",
+            "-o",
+            report.to_str().unwrap_or_default(),
+        ])
+        .await?;
+    assert_eq!(scan.code, Some(0), "{}", scan.stderr);
+    let dry = stack.cli(&["submit", "--dry-run", report.to_str().unwrap_or_default()]).await?;
+    assert_eq!(dry.code, Some(0), "{}", dry.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&dry.stdout)?;
+    let ids: Vec<&str> = doc["assessments"][0]["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec!["CVE-2025-26519", "CVE-2025-26519"], "musl and musl-utils");
+    // --fail-on turns findings into an exit code.
+    let gate = stack
+        .cli(&["scan", "--rootfs", root.to_str().unwrap_or_default(), "--db", db_arg, "--fail-on", "high"])
+        .await?;
+    assert_eq!(gate.code, Some(1), "{}", gate.stdout);
+    assert!(gate.stdout.contains("CVE-2025-26519"), "{}", gate.stdout);
+    Ok(())
+}
+
+#[tokio::test]
+async fn registry_credentials_come_from_config_or_a_docker_config() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let db = advisory_db(&stack).await?;
+    let registry = Registry::start_with_basic_auth("robot", "s3cret").await?;
+    let layers = vulnerable_app_layers(&[]);
+    push_image_as(
+        &registry,
+        Some(("robot", "s3cret")),
+        "private/app",
+        "2.0",
+        &layers,
+        image_config(&layers, &[]),
+    )
+    .await?;
+    let reference = format!("{}/private/app:2.0", registry.addr);
+    let scan = |config: String| {
+        let path = stack.write_config(&format!("cli-{}.toml", config.len()), &config);
+        let (db, reference) = (db.clone(), reference.clone());
+        let stack = &stack;
+        async move {
+            let path = path?;
+            let args = [
+                "--config",
+                path.to_str().unwrap_or_default(),
+                "scan",
+                &reference,
+                "--db",
+                db.to_str().unwrap_or_default(),
+                "--format",
+                "json",
+            ];
+            stack.cli(&args).await
+        }
+    };
+    let cache = stack.dir.path().join("cache");
+    let base = format!(
+        "[scanner]\ncache_dir = \"{}\"\n[scanner.registry]\ninsecure = [\"{}\"]\n",
+        cache.display(),
+        registry.addr
+    );
+
+    // Anonymous: refused, and the error says by whom.
+    let out = scan(base.clone()).await?;
+    assert_ne!(out.code, Some(0));
+    assert!(out.stderr.contains("private/app"), "{}", out.stderr);
+
+    // A password file named by the config.
+    let password = stack.dir.path().join("registry-password");
+    std::fs::write(&password, "s3cret\n")?;
+    let out = scan(format!(
+        "{base}[[scanner.registry.credentials]]\nregistry = \"{}\"\nusername = \"robot\"\npassword_file = \"{}\"\n",
+        registry.addr,
+        password.display()
+    ))
+    .await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout)?;
+    assert_eq!(doc["assessments"][0]["findings"].as_array().map(Vec::len), Some(4));
+
+    // A Docker config.json `auths` entry (base64 "robot:s3cret").
+    let docker_config = stack.dir.path().join("docker-config.json");
+    std::fs::write(
+        &docker_config,
+        format!(r#"{{"auths":{{"{}":{{"auth":"cm9ib3Q6czNjcmV0"}}}}}}"#, registry.addr),
+    )?;
+    let out = scan(format!("{base}docker_config = \"{}\"\n", docker_config.display())).await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    Ok(())
+}
