@@ -7,7 +7,9 @@
 //! - `remediations`: the planner's remediation work;
 //! - `dlq list` / `dlq replay SEQ`: inspect and replay dead letters;
 //! - `scan IMAGE | --archive | --oci-layout | --rootfs`: scan one image;
-//! - `db import | status | query`: the local OSV advisory database.
+//! - `db import | status | query`: the local OSV advisory database;
+//! - `remediate --workspace DIR --assessment FILE`: plan, build, rescan and
+//!   print the diff that fixes an assessment, on a local checkout.
 //!
 //! Connection settings come from `--config FILE` and `PATCHPILOT_…`
 //! variables, as for the services (see `scripts/services env`).
@@ -15,6 +17,7 @@
 mod config;
 mod db;
 mod dlq;
+mod remediate;
 mod remediations;
 mod scan;
 mod status;
@@ -55,6 +58,8 @@ enum Command {
     /// The local OSV advisory database.
     #[command(subcommand)]
     Db(db::Command),
+    /// Fix a checkout's Dockerfile for an assessment: plan, build, rescan, diff.
+    Remediate(remediate::Args),
 }
 
 fn main() -> ExitCode {
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
             Command::Dlq(command) => dlq::run(&config, command).await,
             Command::Scan(args) => scan::run(&config, args).await,
             Command::Db(command) => db::run(&config, command).await,
+            Command::Remediate(args) => remediate::run(&config, args).await,
         };
         guard.shutdown();
         match result {

@@ -140,6 +140,7 @@ pub async fn push_image_as(
     config: Vec<u8>,
 ) -> anyhow::Result<String> {
     use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+    patchpilot_fleet::telemetry::install_crypto_provider();
     let client = oci_client::Client::new(ClientConfig {
         protocol: ClientProtocol::HttpsExcept(vec![registry.addr.clone()]),
         ..Default::default()

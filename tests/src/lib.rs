@@ -13,7 +13,9 @@
 //! - [`Stack`]: NATS + database + a bus connection and a pool, with helpers
 //!   to write configs, run the CLI and poll for conditions;
 //! - [`synthetic`]: generated assessments for load and crash tests and the
-//!   intake benchmark (`benches/intake.rs`).
+//!   intake benchmark (`benches/intake.rs`);
+//! - [`images`] and [`alpine`]: test images pushed to a real registry, and
+//!   Alpine-like bases a real Docker daemon builds on.
 //!
 //! It must never fake a service: when a binary or server is missing, it
 //! fails with the command that installs it. Tests poll for conditions with
@@ -30,6 +32,7 @@ use patchpilot_fleet::config::{BusConfig, DatabaseConfig, NatsConfig};
 use sqlx::PgPool;
 use tempfile::TempDir;
 
+pub mod alpine;
 pub mod images;
 pub mod synthetic;
 
@@ -343,6 +346,17 @@ pub struct CliOutput {
     pub stderr: String,
 }
 
+/// Runs the workspace binary `name` with `args` and extra environment.
+pub async fn run_binary(name: &str, args: &[&str], env: &[(String, String)]) -> anyhow::Result<CliOutput> {
+    let bin = binary(name)?;
+    let out = tokio::process::Command::new(bin).args(args).envs(env.iter().cloned()).output().await?;
+    Ok(CliOutput {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
 /// NATS, a database, and connections to both.
 #[derive(Debug)]
 pub struct Stack {
@@ -432,13 +446,7 @@ impl Stack {
 
     /// Runs the `patchpilot` CLI with `args` against this stack.
     pub async fn cli(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
-        let bin = binary("patchpilot")?;
-        let out = tokio::process::Command::new(bin).args(args).envs(self.env()).output().await?;
-        Ok(CliOutput {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
+        run_binary("patchpilot", args, &self.env()).await
     }
 
     /// Every message currently stored in `stream`, read without consuming.

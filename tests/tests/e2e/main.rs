@@ -1,10 +1,11 @@
-//! End-to-end tests against real NATS, Postgres, an OCI registry and real
-//! PatchPilot processes. One test binary, so linking happens once; the
+//! End-to-end tests against real NATS, Postgres, an OCI registry, a real
+//! Docker daemon and real PatchPilot processes. One test binary, so linking happens once; the
 //! harness lives in the `patchpilot_e2e` library.
 //!
 //! Run them with `scripts/test`, which starts the services and builds the
 //! binaries first.
 
+mod agent;
 mod bus;
 mod dead_letters;
 mod durability;

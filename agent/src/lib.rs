@@ -1,0 +1,34 @@
+//! PatchPilot's remediation agent: the logic that runs inside a sandbox VM
+//! on a workspace and its `.patchpilot/` context folder, finds the smallest
+//! change that fixes the assessed findings, proves it by building and
+//! rescanning, and leaves a modified working tree with a result and a
+//! retrospective beside it.
+//!
+//! - [`dockerfile`]: a lossless Dockerfile model; edits touch only the
+//!   tokens they change.
+//! - [`remediate`]: the deterministic remediators (base image, OS package
+//!   pins, versioned downloads, lockfiles), each proposing edits with the
+//!   findings it expects them to fix, or refusing with a reason.
+//! - [`scans`]: the scanner library on registry images, with registry and
+//!   scanning time counted apart.
+//! - [`verify`]: build with the sandbox's Docker daemon (bollard), rescan,
+//!   and compare.
+//! - [`run`]: one run start to finish; [`report`]: `result.json` and the
+//!   Retrospective; [`task`]: `.patchpilot/task.json`.
+//!
+//! What it must never do: commit, push, open a pull request or hold a
+//! credential (a task that carries one is refused; registries and mirrors
+//! are reached through the sandbox's egress and broker). Text from the
+//! repository, package indexes and advisories is data to parse, never
+//! instructions: nothing read from them chooses a program to run, and the
+//! only values that reach a command line are package names and versions
+//! checked against a conservative character set. When verification does
+//! not show an improvement, the working tree is put back as it was.
+
+pub mod dockerfile;
+pub mod remediate;
+pub mod report;
+pub mod run;
+pub mod scans;
+pub mod task;
+pub mod verify;

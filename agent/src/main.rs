@@ -1,0 +1,116 @@
+//! `patchpilot-agent`: the built-in agent command of a sandbox run.
+//!
+//! Reads `.patchpilot/task.json` in the workspace, remediates, and writes
+//! `.patchpilot/result.json` and `.patchpilot/retrospective.pb`; the
+//! working tree is the patch. It never commits, pushes or opens anything,
+//! and it holds no credential: the task has none, and the registry and the
+//! package mirrors are reached through the sandbox's egress.
+//!
+//! Exit status: 0 when the run finished and wrote its result, whatever the
+//! outcome (the outcome is in the result); 2 when the task is unreadable;
+//! 1 when the result could not be written.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use patchpilot_agent::report;
+use patchpilot_agent::run::{self, Options};
+use patchpilot_agent::task::{CONTEXT_DIR, Task};
+
+/// Remediate the workspace's task.
+#[derive(Debug, Parser)]
+#[command(name = "patchpilot-agent", version)]
+struct Args {
+    /// The workspace (a checkout with its `.patchpilot/` folder).
+    #[arg(long, default_value = ".")]
+    workspace: PathBuf,
+    /// Plan and edit, but do not build and rescan.
+    #[arg(long)]
+    no_verify: bool,
+    /// Scratch folder for image blobs and builds (outside the workspace).
+    #[arg(long, env = "PATCHPILOT_AGENT_CACHE")]
+    cache_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("patchpilot-agent: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        patchpilot_fleet::telemetry::install_crypto_provider();
+        let telemetry_config =
+            patchpilot_fleet::config::TelemetryConfig { log_filter: "warn".into(), ..Default::default() };
+        let guard = match patchpilot_fleet::telemetry::init("patchpilot-agent", &telemetry_config) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("patchpilot-agent: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let code = run(args).await;
+        guard.shutdown();
+        code
+    })
+}
+
+async fn run(args: Args) -> ExitCode {
+    let task = match Task::load(&args.workspace) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("patchpilot-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let db_dir = match patchpilot_scanner::db::resolve_dir(None, None) {
+        Ok(d) => d,
+        Err(e) if task.db.is_some() => {
+            tracing::debug!(error = %e, "no default DB folder; the task names one");
+            PathBuf::new()
+        }
+        Err(e) => {
+            eprintln!("patchpilot-agent: advisory DB: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cache_dir = args.cache_dir.unwrap_or_else(|| std::env::temp_dir().join("patchpilot-agent"));
+    let run_name = if task.run_id.is_empty() {
+        format!("{:x}", std::process::id())
+    } else {
+        task.run_id.to_ascii_lowercase()
+    };
+    let options = Options {
+        verify: !args.no_verify,
+        dry_run: false,
+        cache_dir,
+        db_dir,
+        // Unique per process too: two runs sharing a daemon (tests, a
+        // retried run) must never export each other's image.
+        image_prefix: format!("patchpilot-verify/{}-{:x}", sanitize(&run_name), std::process::id()),
+    };
+    let result = run::remediate(&args.workspace, &task, &options).await;
+    let retro = report::retrospective(&result, &task.run_id, &task.remediation_id);
+    print!("{}", result.render_text());
+    match result.write(&args.workspace.join(CONTEXT_DIR), &retro) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("patchpilot-agent: cannot write the result: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A Docker repository name component from a run id.
+fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '-' })
+        .collect();
+    let s: String = s.trim_matches(|c: char| !c.is_ascii_alphanumeric()).chars().take(64).collect();
+    if s.is_empty() { "run".into() } else { s }
+}

@@ -1,0 +1,342 @@
+//! What a run leaves behind: `.patchpilot/result.json` (the edits with
+//! their reasons, the verification table, the commands run) and the
+//! Retrospective, both built from what actually happened in the run.
+
+use std::path::Path;
+use std::time::Duration;
+
+use patchpilot_proto::v1 as pb;
+use serde::Serialize;
+
+use crate::remediate::{CommandRun, Refusal, Step};
+use crate::verify::{Status, Verification};
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Verified: every assessed finding is gone.
+    Fixed,
+    /// Verified: some are gone; the rest are refused or still present.
+    PartlyFixed,
+    /// Changes were made and not verified (`--no-verify`).
+    Unverified,
+    /// Nothing to change, or the rebuilt image fixes nothing: no patch.
+    NotFixed,
+    /// The patched image did not build: no patch.
+    BuildFailed,
+    /// The patched image brings a finding at or above the policy's
+    /// severity: no patch.
+    Rejected,
+    /// The run could not work (unreadable Dockerfile, no daemon): no patch.
+    Failed,
+}
+
+impl Outcome {
+    /// Whether the working tree keeps the changes.
+    pub fn keeps_patch(self) -> bool {
+        matches!(self, Outcome::Fixed | Outcome::PartlyFixed | Outcome::Unverified)
+    }
+}
+
+/// One edit as the result shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct EditRecord {
+    /// The file, relative to the workspace.
+    pub file: String,
+    /// 1-based line where the edit starts.
+    pub line: usize,
+    /// The text replaced.
+    pub before: String,
+    /// The text that replaces it.
+    pub after: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The planning numbers.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct PlanStats {
+    /// Planning time, without builds.
+    #[serde(serialize_with = "ms")]
+    pub planning: Duration,
+    /// Of which registry requests.
+    #[serde(serialize_with = "ms")]
+    pub registry: Duration,
+    /// Of which cataloging and matching.
+    #[serde(serialize_with = "ms")]
+    pub scanning: Duration,
+    /// Images scanned (current base and candidates).
+    pub images_scanned: usize,
+}
+
+fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+/// `.patchpilot/result.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// One line for people.
+    pub summary: String,
+    /// The Dockerfile worked on.
+    pub dockerfile: String,
+    /// The assessed image.
+    pub image: Option<String>,
+    /// The base image before and after, and the candidates scanned.
+    pub base: Option<BaseRecord>,
+    /// The changes, each with the findings it is expected to fix.
+    pub steps: Vec<Step>,
+    /// The edits, token by token.
+    pub edits: Vec<EditRecord>,
+    /// Findings not fixed, and why.
+    pub refusals: Vec<Refusal>,
+    /// The build and rescan.
+    pub verification: Option<Verification>,
+    /// Every command run.
+    pub commands: Vec<CommandRun>,
+    /// Facts worth keeping: indexes read, candidates passed over.
+    pub notes: Vec<String>,
+    /// What went wrong, in order, with first error lines.
+    pub problems: Vec<String>,
+    /// Whether the working tree holds changes.
+    pub patch: bool,
+    /// The changes as a unified diff (empty without a patch).
+    pub diff: String,
+    /// Planning numbers.
+    pub stats: PlanStats,
+}
+
+/// The base image part of the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct BaseRecord {
+    /// The base the final stage started from.
+    pub current: String,
+    /// The base it starts from after the run.
+    pub chosen: String,
+    /// Candidate tags scanned, in order.
+    pub candidates_scanned: Vec<String>,
+}
+
+impl RunResult {
+    /// Writes `result.json` and `retrospective.pb` into `dir`.
+    pub fn write(&self, dir: &Path, retro: &pb::Retrospective) -> std::io::Result<()> {
+        use patchpilot_proto::Message as _;
+        std::fs::create_dir_all(dir)?;
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        write_atomic(&dir.join("result.json"), &json)?;
+        write_atomic(&dir.join("retrospective.pb"), &retro.encode_to_vec())
+    }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Builds the retrospective of a run from its result.
+pub fn retrospective(result: &RunResult, run_id: &str, remediation_id: &str) -> pb::Retrospective {
+    let mut went_well = Vec::new();
+    let mut went_wrong = result.problems.clone();
+    let mut missing_tools = Vec::new();
+    let mut missing_context = Vec::new();
+    if let Some(base) = &result.base
+        && base.current != base.chosen
+    {
+        went_well.push(format!(
+            "moved the base {} → {} after scanning {} candidate tag(s)",
+            base.current,
+            base.chosen,
+            base.candidates_scanned.len()
+        ));
+    }
+    for step in result.steps.iter().filter(|s| s.remediator != "base-image") {
+        went_well.push(format!("{}: {}", step.remediator, step.summary));
+    }
+    if let Some(v) = &result.verification {
+        let (fixed, present, introduced) =
+            (v.count(Status::Fixed), v.count(Status::Present), v.count(Status::Introduced));
+        if fixed > 0 {
+            went_well.push(format!(
+                "verified by build ({:.1} s) and rescan: {fixed} finding(s) fixed",
+                v.build_time.as_secs_f64()
+            ));
+        }
+        for row in v.rows.iter().filter(|r| r.status == Status::Present) {
+            went_wrong.push(format!(
+                "{} in {} {} is still present after the rebuild{}",
+                row.finding.id,
+                row.finding.package,
+                row.finding.version,
+                row.version_after.as_deref().map(|a| format!(" ({a} installed)")).unwrap_or_default()
+            ));
+        }
+        if introduced > 0 {
+            went_wrong.push(format!(
+                "the rebuilt image has {introduced} finding(s) the original did not: {}",
+                v.rows
+                    .iter()
+                    .filter(|r| r.status == Status::Introduced)
+                    .map(|r| format!("{} ({})", r.finding.id, r.severity))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let _ = present;
+    }
+    for r in &result.refusals {
+        let line = format!("{} in {} {}: {}", r.finding.id, r.finding.package, r.finding.version, r.reason);
+        match r.category.as_str() {
+            "tooling" => missing_tools.push(line.clone()),
+            "context" => missing_context.push(line.clone()),
+            _ => {}
+        }
+        went_wrong.push(line);
+    }
+    went_wrong.dedup();
+    let category = category(result);
+    pb::Retrospective {
+        run_id: run_id.to_owned(),
+        remediation_id: remediation_id.to_owned(),
+        went_well,
+        went_wrong,
+        missing_tools,
+        missing_context,
+        category: category as i32,
+        summary: result.summary.clone(),
+        created_at: Some(patchpilot_proto::Timestamp::from(std::time::SystemTime::now())),
+    }
+}
+
+/// The broad cause of what went wrong: the first that applies of an
+/// unreachable service, a failed build, a missing tool, policy.
+fn category(result: &RunResult) -> pb::RetroCategory {
+    let has = |c: &str| result.refusals.iter().any(|r| r.category == c);
+    if result.outcome == Outcome::Fixed && result.refusals.is_empty() {
+        return pb::RetroCategory::Unspecified;
+    }
+    if has("infrastructure") || result.problems.iter().any(|p| p.starts_with("infrastructure:")) {
+        return pb::RetroCategory::Infrastructure;
+    }
+    if result.outcome == Outcome::BuildFailed || has("repository") {
+        return pb::RetroCategory::RepositoryComplexity;
+    }
+    if has("tooling") || result.problems.iter().any(|p| p.starts_with("tooling:")) {
+        return pb::RetroCategory::Tooling;
+    }
+    if has("policy") || has("context") || result.outcome == Outcome::Rejected {
+        return pb::RetroCategory::Policy;
+    }
+    pb::RetroCategory::Unspecified
+}
+
+impl RunResult {
+    /// The plan, the verification and the outcome, for a terminal.
+    pub fn render_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "PatchPilot remediation of {}{}",
+            self.dockerfile,
+            self.image.as_deref().map(|i| format!(" (image {i})")).unwrap_or_default()
+        );
+        if let Some(base) = &self.base {
+            if base.current == base.chosen {
+                let _ = writeln!(
+                    out,
+                    "base image: {} (kept; {} candidate tag(s) scanned)",
+                    base.current,
+                    base.candidates_scanned.len()
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "base image: {} → {} ({} candidate tag(s) scanned)",
+                    base.current,
+                    base.chosen,
+                    base.candidates_scanned.len()
+                );
+            }
+        }
+        if self.steps.is_empty() {
+            let _ = writeln!(out, "changes: none");
+        } else {
+            let _ = writeln!(out, "changes:");
+            for step in &self.steps {
+                let _ = writeln!(out, "  [{}] {}", step.remediator, step.summary);
+                let fixes: Vec<String> =
+                    step.fixes.iter().map(|f| format!("{} ({} {})", f.id, f.package, f.version)).collect();
+                if !fixes.is_empty() {
+                    let _ = writeln!(out, "      fixes: {}", fixes.join(", "));
+                }
+                let _ = writeln!(out, "      why: {}", step.reason);
+            }
+        }
+        if !self.refusals.is_empty() {
+            let _ = writeln!(out, "not fixed:");
+            for r in &self.refusals {
+                let _ = writeln!(
+                    out,
+                    "  {} in {} {} [{}]: {}",
+                    r.finding.id, r.finding.package, r.finding.version, r.category, r.reason
+                );
+            }
+        }
+        if let Some(v) = &self.verification {
+            let _ = writeln!(
+                out,
+                "verification: built in {:.1} s, rescanned in {:.1} s: {} fixed, {} still present, {} introduced",
+                v.build_time.as_secs_f64(),
+                v.scan_time.as_secs_f64(),
+                v.count(Status::Fixed),
+                v.count(Status::Present),
+                v.count(Status::Introduced)
+            );
+            for row in &v.rows {
+                let status = match row.status {
+                    Status::Fixed => "fixed",
+                    Status::Present => "still present",
+                    Status::Introduced => "introduced",
+                };
+                let _ = writeln!(
+                    out,
+                    "  {:<16} {:<20} {} → {:<14} {:<8} {status}",
+                    row.finding.id,
+                    row.finding.package,
+                    row.finding.version,
+                    row.version_after.as_deref().unwrap_or("(gone)"),
+                    row.severity.to_string()
+                );
+            }
+        }
+        for p in &self.problems {
+            let _ = writeln!(out, "problem: {}", p.replace('\n', "\n    "));
+        }
+        let _ = writeln!(
+            out,
+            "planning: {} ms ({} ms registry, {} ms scanning, {} image(s) scanned)",
+            self.stats.planning.as_millis(),
+            self.stats.registry.as_millis(),
+            self.stats.scanning.as_millis(),
+            self.stats.images_scanned
+        );
+        let _ = writeln!(
+            out,
+            "outcome: {} — {}",
+            serde_json::to_value(self.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            self.summary
+        );
+        if !self.diff.is_empty() {
+            out.push('\n');
+            out.push_str(&self.diff);
+        }
+        out
+    }
+}
