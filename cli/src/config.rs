@@ -19,6 +19,8 @@ pub struct CliConfig {
     pub bus: BusConfig,
     /// Scanner settings (`scan`, `db`).
     pub scanner: patchpilot_scanner::config::ScannerSection,
+    /// Sandbox settings (`sandbox image build`, `sandbox run`).
+    pub sandbox: patchpilot_sandbox::config::SandboxConfig,
     /// Other services' sections, accepted and ignored.
     #[serde(flatten, skip_serializing)]
     #[allow(dead_code)]
@@ -31,6 +33,7 @@ impl Validate for CliConfig {
         self.database.validate("database")?;
         self.telemetry.validate("telemetry")?;
         self.bus.validate("bus")?;
-        self.scanner.validate("scanner")
+        self.scanner.validate("scanner")?;
+        self.sandbox.validate("sandbox")
     }
 }

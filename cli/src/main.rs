@@ -9,7 +9,9 @@
 //! - `scan IMAGE | --archive | --oci-layout | --rootfs`: scan one image;
 //! - `db import | status | query`: the local OSV advisory database;
 //! - `remediate --workspace DIR --assessment FILE`: plan, build, rescan and
-//!   print the diff that fixes an assessment, on a local checkout.
+//!   print the diff that fixes an assessment, on a local checkout;
+//! - `sandbox image build` / `sandbox run --workspace DIR -- CMD`: the
+//!   microVM sandbox, for debugging a policy or a guest image.
 //!
 //! Connection settings come from `--config FILE` and `PATCHPILOT_…`
 //! variables, as for the services (see `scripts/services env`).
@@ -19,6 +21,7 @@ mod db;
 mod dlq;
 mod remediate;
 mod remediations;
+mod sandbox;
 mod scan;
 mod status;
 mod submit;
@@ -60,6 +63,9 @@ enum Command {
     Db(db::Command),
     /// Fix a checkout's Dockerfile for an assessment: plan, build, rescan, diff.
     Remediate(remediate::Args),
+    /// The microVM sandbox: build its image, run a command in it.
+    #[command(subcommand)]
+    Sandbox(sandbox::Command),
 }
 
 fn main() -> ExitCode {
@@ -98,6 +104,7 @@ fn main() -> ExitCode {
             Command::Scan(args) => scan::run(&config, args).await,
             Command::Db(command) => db::run(&config, command).await,
             Command::Remediate(args) => remediate::run(&config, args).await,
+            Command::Sandbox(command) => sandbox::run(&config, command).await,
         };
         guard.shutdown();
         match result {

@@ -21,6 +21,7 @@
 //! - [`service_main`]: the `main` every service binary shares.
 //! - [`model`]: domain types and their protobuf conversions.
 
+pub mod artifacts;
 pub mod bus;
 pub mod config;
 pub mod model;

@@ -1,0 +1,31 @@
+//! `patchpilot-guest`: PatchPilot's agent inside the sandbox microVM.
+//! `init` runs as PID 1 (started by the initramfs); `serve` is the control
+//! service it starts. Not meant to run on a host.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match std::env::args().nth(1).as_deref() {
+        Some("init") => patchpilot_sandbox::guest::init::run(),
+        Some("serve") => {
+            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("patchpilot-guest: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(patchpilot_sandbox::guest::serve()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("patchpilot-guest: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        _ => {
+            eprintln!("usage: patchpilot-guest init|serve (runs inside the PatchPilot sandbox VM only)");
+            ExitCode::from(2)
+        }
+    }
+}

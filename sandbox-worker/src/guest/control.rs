@@ -1,0 +1,449 @@
+//! The guest agent's gRPC service: receive the workspace, run the task,
+//! stream what happens, hand back the results, power off.
+//!
+//! It must never read anything from the host but the RPCs themselves, and
+//! never pass the agent more environment than the RunSpec names (plus PATH
+//! and friends). Results are files on the scratch disc, named and hashed in
+//! RunFinished so the host can check what it fetches.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use patchpilot_proto::v1::guest_control_server::GuestControl;
+use patchpilot_proto::v1::{
+    ArtifactInfo, ArtifactRequest, Chunk, HelloReply, HelloRequest, Output, OutputStream, Phase, PutWorkspaceReply, RunEvent,
+    RunFinished, RunSpec, ShutdownReply, ShutdownRequest, run_event,
+};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{Mutex, mpsc};
+use tonic::{Request, Response, Status, Streaming};
+
+/// Chunk size for artifacts on the wire.
+const CHUNK: usize = 1 << 20;
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Where the service keeps things; the real guest uses [`Paths::guest`],
+/// tests point it at a temporary folder.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// The workspace the task runs in.
+    pub workspace: PathBuf,
+    /// Scratch space for uploads and results.
+    pub scratch: PathBuf,
+}
+
+impl Paths {
+    /// The layout inside the VM.
+    pub fn guest() -> Self {
+        Paths { workspace: PathBuf::from("/workspace"), scratch: PathBuf::from("/mnt/scratch") }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    base_commit: Option<String>,
+    running: bool,
+    artifacts: HashMap<String, PathBuf>,
+}
+
+/// The service.
+#[derive(Debug, Clone)]
+pub struct Control {
+    paths: Paths,
+    egress_error: String,
+    state: Arc<Mutex<State>>,
+    /// Told when Shutdown is called.
+    shutdown: mpsc::Sender<()>,
+}
+
+impl Control {
+    /// A service working in `paths`; `egress_error` is reported by Hello.
+    pub fn new(paths: Paths, egress_error: String, shutdown: mpsc::Sender<()>) -> Self {
+        Control { paths, egress_error, state: Arc::default(), shutdown }
+    }
+}
+
+fn uptime_ms() -> u64 {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<f64>().ok()))
+        .map(|secs| (secs * 1000.0) as u64)
+        .unwrap_or(0)
+}
+
+/// Runs git with hooks, pagers and user config out of the picture: the
+/// workspace is untrusted and its config must not run code.
+async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = tokio::process::Command::new("git")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "safe.directory=*",
+            "-c",
+            "user.name=PatchPilot",
+            "-c",
+            "user.email=sandbox@patchpilot.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "core.fsmonitor=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", PATH)
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Records the workspace as received, so the patch is exactly what the
+/// task changed, uncommitted changes the host shipped included in the base.
+async fn snapshot_base(workspace: &Path) -> Result<String, String> {
+    if !workspace.join(".git").exists() {
+        git(workspace, &["init", "-q"]).await?;
+    }
+    git(workspace, &["add", "-A", "--", "."]).await?;
+    git(workspace, &["commit", "-q", "--allow-empty", "--no-verify", "-m", "patchpilot: workspace as received"]).await?;
+    git(workspace, &["rev-parse", "HEAD"]).await
+}
+
+fn safe_relative(dir: &str) -> Option<PathBuf> {
+    let path = Path::new(dir);
+    path.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir)).then(|| path.to_owned())
+}
+
+async fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
+    let mut file = tokio::fs::File::open(path).await?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        h.update(&buf[..n]);
+    }
+    Ok((size, hex::encode(h.finalize())))
+}
+
+fn event(e: run_event::Event) -> Result<RunEvent, Status> {
+    Ok(RunEvent { event: Some(e) })
+}
+
+fn phase(name: &str, state: &str, detail: impl Into<String>) -> Result<RunEvent, Status> {
+    event(run_event::Event::Phase(Phase { name: name.into(), state: state.into(), detail: detail.into(), uptime_ms: uptime_ms() }))
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<RunEvent, Status>> + Send>>;
+type ChunkStream = Pin<Box<dyn Stream<Item = Result<Chunk, Status>> + Send>>;
+
+fn receiver_stream<T: Send + 'static>(rx: mpsc::Receiver<T>) -> Pin<Box<dyn Stream<Item = T> + Send>> {
+    Box::pin(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }))
+}
+
+async fn pump(
+    mut reader: impl AsyncRead + Unpin,
+    stream: OutputStream,
+    tx: mpsc::Sender<Result<RunEvent, Status>>,
+    transcript: Arc<Mutex<(tokio::fs::File, u64, u64)>>,
+) {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        {
+            let mut t = transcript.lock().await;
+            let (file, written, cap) = &mut *t;
+            let room = cap.saturating_sub(*written) as usize;
+            let take = room.min(n);
+            if take > 0 && file.write_all(&buf[..take]).await.is_ok() {
+                *written += take as u64;
+            }
+        }
+        let out = Output { stream: stream.into(), data: buf[..n].to_vec() };
+        // A host that stopped listening does not stop the command: the
+        // transcript still records it.
+        let _ = tx.send(event(run_event::Event::Output(out))).await;
+    }
+}
+
+impl Control {
+    async fn run_task(&self, spec: RunSpec, tx: mpsc::Sender<Result<RunEvent, Status>>) {
+        let finished = |exit_code: i32, signal: i32, error: String, artifacts: Vec<ArtifactInfo>| {
+            event(run_event::Event::Finished(RunFinished { exit_code, signal, error, artifacts }))
+        };
+        let base = self.state.lock().await.base_commit.clone();
+        let Some(base) = base else {
+            let _ = tx.send(finished(-1, 0, "no workspace was uploaded".into(), vec![])).await;
+            return;
+        };
+        let Some(context) = safe_relative(&spec.context_dir) else {
+            let _ = tx.send(finished(-1, 0, format!("context_dir {:?} leaves the workspace", spec.context_dir), vec![])).await;
+            return;
+        };
+        let Some((program, args)) = spec.command.split_first() else {
+            let _ = tx.send(finished(-1, 0, "empty command".into(), vec![])).await;
+            return;
+        };
+
+        let mut _dockerd = None;
+        if spec.docker {
+            let _ = tx.send(phase("docker", "started", "")).await;
+            match super::docker::start(&spec.insecure_registries, Duration::from_secs(120)).await {
+                Ok(child) => {
+                    _dockerd = Some(child);
+                    let _ = tx.send(phase("docker", "ready", "")).await;
+                }
+                Err(e) => {
+                    let _ = tx.send(phase("docker", "failed", e.clone())).await;
+                    let _ = tx.send(finished(-1, 0, format!("docker: {e}"), vec![])).await;
+                    return;
+                }
+            }
+        }
+
+        let artifacts_dir = self.paths.scratch.join("artifacts");
+        if let Err(e) = tokio::fs::create_dir_all(&artifacts_dir).await {
+            let _ = tx.send(finished(-1, 0, format!("creating {}: {e}", artifacts_dir.display()), vec![])).await;
+            return;
+        }
+        let transcript_path = artifacts_dir.join("transcript");
+        let transcript = match tokio::fs::File::create(&transcript_path).await {
+            Ok(f) => Arc::new(Mutex::new((f, 0u64, spec.output_bytes.max(1)))),
+            Err(e) => {
+                let _ = tx.send(finished(-1, 0, format!("creating the transcript: {e}"), vec![])).await;
+                return;
+            }
+        };
+
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .current_dir(self.paths.workspace.join(context))
+            .env_clear()
+            .env("PATH", PATH)
+            .env("HOME", "/root")
+            .env("LANG", "C.UTF-8")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if spec.docker {
+            cmd.env("DOCKER_HOST", format!("unix://{}", super::docker::SOCKET));
+        }
+        cmd.envs(&spec.env);
+        let _ = tx.send(phase("command", "started", spec.command.join(" "))).await;
+        let mut child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = tx.send(finished(127, 0, format!("starting {program}: {e}"), vec![])).await;
+                return;
+            }
+        };
+        let mut pumps = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            pumps.push(tokio::spawn(pump(out, OutputStream::Stdout, tx.clone(), transcript.clone())));
+        }
+        if let Some(err) = child.stderr.take() {
+            pumps.push(tokio::spawn(pump(err, OutputStream::Stderr, tx.clone(), transcript.clone())));
+        }
+        let status = child.wait().await;
+        for p in pumps {
+            let _ = p.await;
+        }
+        let _ = transcript.lock().await.0.flush().await;
+        let (exit_code, signal) = match &status {
+            Ok(s) => {
+                use std::os::unix::process::ExitStatusExt;
+                (s.code().unwrap_or(-1), s.signal().unwrap_or(0))
+            }
+            Err(_) => (-1, 0),
+        };
+        let _ = tx.send(phase("command", "finished", format!("exit {exit_code}"))).await;
+
+        let _ = tx.send(phase("artifacts", "started", "")).await;
+        let mut error = String::new();
+        let patch_path = artifacts_dir.join("patch");
+        // Everything but the task's own inputs and outputs under .patchpilot/.
+        let patch = async {
+            git(&self.paths.workspace, &["add", "-A", "--", ".", ":(exclude).patchpilot"]).await?;
+            git(&self.paths.workspace, &["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", &base]).await
+        }
+        .await;
+        match patch {
+            Ok(mut text) => {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                if let Err(e) = tokio::fs::write(&patch_path, text).await {
+                    error = format!("writing the patch: {e}");
+                }
+            }
+            Err(e) => error = e,
+        }
+        let mut files = vec![("patch", patch_path), ("transcript", transcript_path)];
+        for (name, file) in [("result", "result.json"), ("retrospective", "retrospective.json")] {
+            let from = self.paths.workspace.join(".patchpilot").join(file);
+            if from.is_file() {
+                let to = artifacts_dir.join(name);
+                if tokio::fs::copy(&from, &to).await.is_ok() {
+                    files.push((name, to));
+                }
+            }
+        }
+        let mut infos = Vec::new();
+        let mut state = self.state.lock().await;
+        for (name, path) in files {
+            if !path.exists() {
+                continue;
+            }
+            match hash_file(&path).await {
+                Ok((size, sha256)) => {
+                    infos.push(ArtifactInfo { name: name.into(), size, sha256 });
+                    state.artifacts.insert(name.into(), path);
+                }
+                Err(e) => error = format!("hashing {name}: {e}"),
+            }
+        }
+        state.running = false;
+        drop(state);
+        let _ = tx.send(phase("artifacts", "finished", "")).await;
+        let _ = tx.send(finished(exit_code, signal, error, infos)).await;
+    }
+}
+
+#[tonic::async_trait]
+impl GuestControl for Control {
+    async fn hello(&self, _: Request<HelloRequest>) -> Result<Response<HelloReply>, Status> {
+        let kernel = nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Response::new(HelloReply {
+            agent_version: env!("CARGO_PKG_VERSION").into(),
+            kernel,
+            uptime_ms: uptime_ms(),
+            egress_error: self.egress_error.clone(),
+        }))
+    }
+
+    async fn put_workspace(&self, request: Request<Streaming<Chunk>>) -> Result<Response<PutWorkspaceReply>, Status> {
+        if self.state.lock().await.base_commit.is_some() {
+            return Err(Status::failed_precondition("the workspace was already uploaded"));
+        }
+        let mut stream = request.into_inner();
+        tokio::fs::create_dir_all(&self.paths.scratch).await.map_err(|e| Status::internal(format!("scratch: {e}")))?;
+        let tar_path = self.paths.scratch.join("workspace.tar");
+        let mut file = tokio::fs::File::create(&tar_path).await.map_err(|e| Status::internal(format!("{}: {e}", tar_path.display())))?;
+        let mut bytes = 0u64;
+        while let Some(chunk) = stream.message().await? {
+            bytes += chunk.data.len() as u64;
+            file.write_all(&chunk.data).await.map_err(|e| Status::internal(format!("writing the workspace: {e}")))?;
+        }
+        file.flush().await.map_err(|e| Status::internal(format!("writing the workspace: {e}")))?;
+        drop(file);
+        let workspace = self.paths.workspace.clone();
+        let tar_for_unpack = tar_path.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), String> {
+            std::fs::create_dir_all(&workspace).map_err(|e| format!("{}: {e}", workspace.display()))?;
+            let file = std::fs::File::open(&tar_for_unpack).map_err(|e| e.to_string())?;
+            let mut archive = tar::Archive::new(file);
+            archive.set_preserve_permissions(true);
+            archive.set_overwrite(true);
+            // `unpack` refuses entries that would land outside the folder.
+            archive.unpack(&workspace).map_err(|e| format!("unpacking the workspace: {e}"))
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(Status::invalid_argument)?;
+        let _ = tokio::fs::remove_file(&tar_path).await;
+        let base = snapshot_base(&self.paths.workspace).await.map_err(Status::internal)?;
+        self.state.lock().await.base_commit = Some(base.clone());
+        Ok(Response::new(PutWorkspaceReply { bytes, base_commit: base }))
+    }
+
+    type RunStream = EventStream;
+
+    async fn run(&self, request: Request<RunSpec>) -> Result<Response<Self::RunStream>, Status> {
+        {
+            let mut state = self.state.lock().await;
+            if state.running || !state.artifacts.is_empty() {
+                return Err(Status::failed_precondition("a run already happened in this VM"));
+            }
+            state.running = true;
+        }
+        let spec = request.into_inner();
+        let (tx, rx) = mpsc::channel(256);
+        let this = self.clone();
+        tokio::spawn(async move { this.run_task(spec, tx).await });
+        Ok(Response::new(receiver_stream(rx)))
+    }
+
+    type GetArtifactStream = ChunkStream;
+
+    async fn get_artifact(&self, request: Request<ArtifactRequest>) -> Result<Response<Self::GetArtifactStream>, Status> {
+        let name = request.into_inner().name;
+        let path = self
+            .state
+            .lock()
+            .await
+            .artifacts
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| Status::not_found(format!("no artifact named {name:?}")))?;
+        let mut file = tokio::fs::File::open(&path).await.map_err(|e| Status::internal(format!("{}: {e}", path.display())))?;
+        let (tx, rx) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                match file.read(&mut buf).await {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        if tx.send(Ok(Chunk { data: buf[..n].to_vec() })).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(Status::internal(e.to_string()))).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(receiver_stream(rx)))
+    }
+
+    async fn shutdown(&self, _: Request<ShutdownRequest>) -> Result<Response<ShutdownReply>, Status> {
+        let _ = self.shutdown.try_send(());
+        Ok(Response::new(ShutdownReply {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_dirs_stay_inside_the_workspace() {
+        assert!(safe_relative("").is_some());
+        assert!(safe_relative("app/sub").is_some());
+        assert!(safe_relative("../etc").is_none());
+        assert!(safe_relative("/etc").is_none());
+        assert!(safe_relative("a/../../b").is_none());
+    }
+}

@@ -1,0 +1,108 @@
+//! The guest agent, `patchpilot-guest`: the only PatchPilot code that runs
+//! inside the microVM.
+//!
+//! - `init` runs as PID 1: mounts, reaping, power-off when the service ends.
+//! - `serve` is the control service ([`control`]) on vsock port 1024, with
+//!   in-guest egress ([`egress`]) set up first and dockerd ([`docker`])
+//!   started on demand.
+//!
+//! The guest is untrusted: it holds nothing the host would miss and is
+//! handed only per-run capabilities. It must never be given a host socket,
+//! a host credential or a route to the network other than through the
+//! host's egress forwarder.
+
+pub mod control;
+pub mod docker;
+pub mod egress;
+pub mod init;
+
+use std::sync::Arc;
+
+use patchpilot_proto::v1::guest_control_server::GuestControlServer;
+use tokio::sync::mpsc;
+use tokio_vsock::{VMADDR_CID_ANY, VsockAddr, VsockListener};
+
+use crate::vsock::CONTROL_PORT;
+
+/// Sets up the DNS responder and TCP redirector that carry the guest's
+/// traffic to the host forwarder; an error here is reported by Hello, and
+/// runs without network still work.
+async fn start_egress() -> Result<egress::GuestEgress, String> {
+    let status = tokio::process::Command::new("modprobe")
+        .args(["dummy", "numdummies=0"])
+        .status()
+        .await
+        .map_err(|e| format!("modprobe dummy: {e}"))?;
+    if !status.success() {
+        return Err(format!("modprobe dummy: {status}"));
+    }
+    let config = egress::GuestEgressConfig::default();
+    egress::apply_network(&config).map_err(|e| e.to_string())?;
+    let connector = Arc::new(crate::egress::protocol::VsockConnector::default());
+    egress::GuestEgress::start(connector, config).await.map_err(|e| e.to_string())
+}
+
+/// The control service on vsock; returns when the host asks for shutdown.
+pub async fn serve() -> anyhow::Result<()> {
+    let (egress, egress_error) = match start_egress().await {
+        Ok(egress) => (Some(egress), String::new()),
+        Err(e) => {
+            eprintln!("patchpilot-guest: egress unavailable: {e}");
+            (None, e)
+        }
+    };
+    let listener = VsockListener::bind(VsockAddr::new(VMADDR_CID_ANY, CONTROL_PORT))?;
+    let incoming = futures::stream::unfold(listener, |listener| async move {
+        let next = listener.accept().await.map(|(stream, _)| Connection(stream));
+        Some((next, listener))
+    });
+    let (shutdown_tx, mut shutdown_rx) = mpsc::channel(1);
+    let service = control::Control::new(control::Paths::guest(), egress_error, shutdown_tx);
+    let server = tonic::transport::Server::builder()
+        .add_service(GuestControlServer::new(service).max_decoding_message_size(8 << 20))
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = shutdown_rx.recv().await;
+        });
+    server.await?;
+    drop(egress);
+    nix::unistd::sync();
+    Ok(())
+}
+
+/// A vsock connection tonic can serve.
+#[derive(Debug)]
+pub struct Connection(tokio_vsock::VsockStream);
+
+impl tonic::transport::server::Connected for Connection {
+    type ConnectInfo = ();
+    fn connect_info(&self) -> Self::ConnectInfo {}
+}
+
+impl tokio::io::AsyncRead for Connection {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Connection {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,620 @@
+//! One sandbox run, start to finish: scratch disc, egress forwarder, VM,
+//! workspace upload, the task, results, teardown. The worker and
+//! `patchpilot sandbox run` both call [`Sandbox::execute`]; there is no
+//! second path.
+//!
+//! Whatever happens (timeout, a guest that never answers, a host error) the
+//! run's processes are killed, its sockets closed and its folder removed
+//! before `execute` returns. Limits are enforced here, on the host, because
+//! the guest is not trusted to enforce them on itself.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use patchpilot_proto::v1::{ArtifactRequest, Chunk, HelloRequest, OutputStream, Phase, RunSpec, ShutdownRequest, run_event};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::config::{Backend, SandboxConfig};
+use crate::egress::forwarder::{self, ForwarderConfig};
+use crate::image::{Image, ImageBuilder};
+use crate::vmm::qemu::{Qemu, Resolved};
+use crate::vmm::{Vm, VmSpec, Vmm};
+use crate::vsock;
+
+/// The guest's vsock context id. Every VM has its own vsock backend and
+/// socket, so they can all use the first free id.
+const GUEST_CID: u32 = 3;
+const CHUNK: usize = 1 << 20;
+
+/// What can stop a run from being attempted at all. Problems during a run
+/// are outcomes, not errors.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The VMM is missing or broken.
+    #[error(transparent)]
+    Vmm(#[from] crate::vmm::Error),
+    /// The guest image could not be built.
+    #[error("guest image: {0}")]
+    Image(#[from] crate::image::Error),
+    /// Host file-system trouble.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The request is not valid.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Io { context, source }
+}
+
+/// Resource limits of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall time for everything from VM start to the last result byte.
+    pub wall_time: Duration,
+    /// Virtual CPUs.
+    pub vcpus: u32,
+    /// Guest memory in MiB.
+    pub memory_mib: u32,
+    /// Scratch disc in MiB.
+    pub disk_mib: u32,
+    /// Cap on output plus artifacts, in bytes.
+    pub output_bytes: u64,
+}
+
+/// Where the workspace comes from.
+#[derive(Debug, Clone)]
+pub enum Workspace {
+    /// A folder on the host; sent as a tar stream, symlinks as links.
+    Dir(PathBuf),
+    /// A tar file (plain or gzip) on the host.
+    Tar(PathBuf),
+}
+
+/// The egress a run gets.
+#[derive(Debug, Clone)]
+pub struct EgressSetup {
+    /// Policy, resolver, dialer and recorder for the forwarder.
+    pub config: ForwarderConfig,
+}
+
+/// Everything one run needs.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// Unique id; names the run folder and the VM.
+    pub run_id: String,
+    /// The workspace.
+    pub workspace: Workspace,
+    /// The command and its arguments.
+    pub command: Vec<String>,
+    /// Folder inside the workspace to run in.
+    pub context_dir: String,
+    /// The command's environment: per-run capabilities only.
+    pub env: BTreeMap<String, String>,
+    /// Start dockerd in the guest.
+    pub docker: bool,
+    /// Registries the guest's dockerd may use over plain HTTP.
+    pub insecure_registries: Vec<String>,
+    /// Limits.
+    pub limits: Limits,
+    /// Egress; `None` means the guest has no way out at all.
+    pub egress: Option<EgressSetup>,
+    /// Where the results are written on the host.
+    pub out_dir: PathBuf,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command ran and exited 0.
+    Completed,
+    /// The command exited non-zero or could not start.
+    AgentFailed,
+    /// The wall-time limit was reached; the VM was killed.
+    TimedOut,
+    /// The output limit was reached; the VM was killed.
+    LimitExceeded,
+    /// The VM, the guest or the host failed.
+    InfraError,
+}
+
+/// Milestones of a run, for the benchmark and the result.
+#[derive(Debug, Clone, Default)]
+pub struct Timings {
+    /// From `execute` being called to the VMM process running.
+    pub to_vm_start: Duration,
+    /// From the VMM process running to the guest agent answering Hello.
+    pub boot_to_agent: Duration,
+    /// Whole run.
+    pub total: Duration,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Why, in words.
+    pub reason: String,
+    /// The command's exit code (-1 if it did not exit normally).
+    pub exit_code: i32,
+    /// Result files on the host, by name (patch, transcript, result,
+    /// retrospective).
+    pub artifacts: BTreeMap<String, PathBuf>,
+    /// Egress denials.
+    pub egress_denied: u32,
+    /// Milestones.
+    pub timings: Timings,
+    /// When the VM started and the run ended.
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// When the run ended.
+    pub finished_at: chrono::DateTime<chrono::Utc>,
+    /// The backend (`qemu-tcg`…).
+    pub vmm: String,
+}
+
+/// Hears about a run while it happens.
+pub trait RunObserver: Send {
+    /// The VMM runs, with these host processes.
+    fn vm_started(&mut self, _pids: &[u32]) {}
+    /// A step of the run in the guest.
+    fn phase(&mut self, _phase: &Phase) {}
+    /// Output of the command.
+    fn output(&mut self, _stream: OutputStream, _data: &[u8]) {}
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default)]
+pub struct Quiet;
+impl RunObserver for Quiet {}
+
+/// Boots guests for runs.
+#[derive(Debug)]
+pub struct Sandbox {
+    vmm: Arc<dyn Vmm>,
+    image: Image,
+    state_dir: PathBuf,
+    boot_timeout: Duration,
+}
+
+impl Sandbox {
+    /// Checks the backend, builds or finds the guest image, and (QEMU with
+    /// `accel = auto`) decides between KVM and TCG by booting a probe guest
+    /// once per image; the verdict is remembered in the state folder.
+    pub async fn prepare(config: &SandboxConfig, progress: &mut (dyn FnMut(&str) + Send)) -> Result<Sandbox, Error> {
+        std::fs::create_dir_all(config.state_dir.join("runs")).map_err(io(format!("creating {}", config.state_dir.display())))?;
+        let builder = ImageBuilder::new(&config.image, &config.state_dir)?;
+        let image = match builder.cached()? {
+            Some(image) => image,
+            None => {
+                let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+                let build = tokio::task::spawn_blocking(move || builder.ensure(&mut |m: &str| drop(tx.send(m.to_owned()))));
+                while let Some(message) = rx.recv().await {
+                    progress(&message);
+                }
+                build.await.map_err(|e| Error::Invalid(format!("image build panicked: {e}")))??
+            }
+        };
+        let vmm: Arc<dyn Vmm> = match config.backend {
+            Backend::Qemu => {
+                let qemu = Qemu::new(config.qemu.clone());
+                qemu.check()?;
+                if qemu.kvm_candidate() {
+                    let verdict = config.state_dir.join(format!("accel-{}", &image.key[..16]));
+                    let accel = match std::fs::read_to_string(&verdict).ok().as_deref().map(str::trim) {
+                        Some("kvm") => Resolved::Kvm,
+                        Some("tcg") => Resolved::Tcg,
+                        _ => {
+                            progress("probing whether guests boot under KVM");
+                            let accel = probe_kvm(&qemu, &image, &config.state_dir).await;
+                            let _ = std::fs::write(&verdict, if accel == Resolved::Kvm { "kvm" } else { "tcg" });
+                            accel
+                        }
+                    };
+                    qemu.set_accel(accel);
+                }
+                Arc::new(qemu)
+            }
+            Backend::Firecracker => {
+                let fc = crate::vmm::firecracker::Firecracker::new(config.firecracker.clone());
+                fc.check()?;
+                Arc::new(fc)
+            }
+        };
+        Ok(Sandbox { vmm, image, state_dir: config.state_dir.clone(), boot_timeout: Duration::from_secs(config.boot_timeout_secs) })
+    }
+
+    /// The backend's name.
+    pub fn vmm_name(&self) -> String {
+        self.vmm.name()
+    }
+
+    /// The guest image in use.
+    pub fn image(&self) -> &Image {
+        &self.image
+    }
+
+    /// The folder a run keeps its sockets, disc and logs in.
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.state_dir.join("runs").join(run_id)
+    }
+
+    /// Runs `request`. Returns an error only when the run could not be
+    /// attempted; everything else is in the report.
+    pub async fn execute(&self, request: RunRequest, observer: &mut dyn RunObserver) -> Result<RunReport, Error> {
+        let received = Instant::now();
+        if request.run_id.is_empty() || !request.run_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(Error::Invalid(format!("run id {:?} must be letters, digits, '-' or '_'", request.run_id)));
+        }
+        if request.command.is_empty() {
+            return Err(Error::Invalid("the command is empty".into()));
+        }
+        let run_dir = self.run_dir(&request.run_id);
+        if run_dir.exists() {
+            std::fs::remove_dir_all(&run_dir).map_err(io(format!("removing the stale {}", run_dir.display())))?;
+        }
+        std::fs::create_dir_all(&run_dir).map_err(io(format!("creating {}", run_dir.display())))?;
+        std::fs::create_dir_all(&request.out_dir).map_err(io(format!("creating {}", request.out_dir.display())))?;
+        let mut cleanup = RunCleanup { run_dir: run_dir.clone(), vm: None, forwarder: None };
+        let report = self.execute_in(&request, &run_dir, received, observer, &mut cleanup).await;
+        cleanup.finish().await;
+        report
+    }
+
+    async fn execute_in(
+        &self,
+        request: &RunRequest,
+        run_dir: &Path,
+        received: Instant,
+        observer: &mut dyn RunObserver,
+        cleanup: &mut RunCleanup,
+    ) -> Result<RunReport, Error> {
+        let scratch = run_dir.join("scratch.ext4");
+        make_scratch(&scratch, request.limits.disk_mib)?;
+        if let Some(egress) = &request.egress {
+            let handle = forwarder::start(&run_dir.join("vm.vsock"), egress.config.clone())
+                .await
+                .map_err(|e| Error::Invalid(format!("starting the egress forwarder: {e}")))?;
+            cleanup.forwarder = Some(handle);
+        }
+        let spec = VmSpec {
+            name: request.run_id.clone(),
+            run_dir: run_dir.to_owned(),
+            kernel: self.image.kernel.clone(),
+            initrd: self.image.initrd.clone(),
+            rootfs: self.image.rootfs.clone(),
+            scratch,
+            vcpus: request.limits.vcpus,
+            memory_mib: request.limits.memory_mib,
+            kernel_args: Vec::new(),
+            guest_cid: GUEST_CID,
+        };
+        let vm = self.vmm.start(&spec).await?;
+        let started = Instant::now();
+        let started_at = chrono::Utc::now();
+        let mut timings = Timings { to_vm_start: started - received, ..Timings::default() };
+        observer.vm_started(&vm.pids());
+        let vsock_path = vm.vsock_path().to_owned();
+        cleanup.vm = Some(vm);
+
+        let deadline = tokio::time::Instant::from_std(started + request.limits.wall_time);
+        let mut progress = Progress::default();
+        let guest = tokio::time::timeout_at(deadline, self.drive(request, &vsock_path, started, observer, &mut timings, &mut progress)).await;
+        let (outcome, reason, exit_code) = match guest {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => (Outcome::InfraError, e, -1),
+            Err(_) => (
+                Outcome::TimedOut,
+                format!("wall time {}s exceeded during {}; the VM was killed", request.limits.wall_time.as_secs(), progress.step),
+                -1,
+            ),
+        };
+        if outcome == Outcome::Completed || outcome == Outcome::AgentFailed {
+            // A clean power-off lets the guest flush; a guest that does not
+            // go within seconds is killed like any other.
+            if let Some(vm) = cleanup.vm.as_mut() {
+                let _ = vm.wait_exit(Duration::from_secs(5)).await;
+            }
+        }
+        if let Some(vm) = cleanup.vm.as_mut() {
+            let _ = vm.kill().await;
+        }
+        let egress_denied = match cleanup.forwarder.take() {
+            Some(handle) => {
+                let denied = handle.denied();
+                handle.shutdown().await;
+                denied
+            }
+            None => 0,
+        };
+        timings.total = received.elapsed();
+        let mut reason = reason;
+        if outcome == Outcome::InfraError {
+            let console = std::fs::read_to_string(run_dir.join("console.log")).unwrap_or_default();
+            let tail: Vec<&str> = console.lines().rev().take(8).collect();
+            if !tail.is_empty() {
+                reason = format!("{reason}; guest console ends: {}", tail.into_iter().rev().collect::<Vec<_>>().join(" | "));
+            }
+        }
+        Ok(RunReport {
+            outcome,
+            reason,
+            exit_code,
+            artifacts: progress.artifacts,
+            egress_denied,
+            timings,
+            started_at,
+            finished_at: chrono::Utc::now(),
+            vmm: self.vmm.name(),
+        })
+    }
+
+    /// Talks to the guest: hello, upload, run, fetch, shutdown.
+    async fn drive(
+        &self,
+        request: &RunRequest,
+        vsock_path: &Path,
+        started: Instant,
+        observer: &mut dyn RunObserver,
+        timings: &mut Timings,
+        progress: &mut Progress,
+    ) -> Result<(Outcome, String, i32), String> {
+        progress.step = "boot";
+        vsock::connect_when_ready(vsock_path, vsock::CONTROL_PORT, self.boot_timeout, Duration::from_millis(20))
+            .await
+            .map_err(|e| format!("the guest agent did not answer within {}s: {e}", self.boot_timeout.as_secs()))?;
+        let mut client = vsock::control_client(vsock_path).await.map_err(|e| e.to_string())?;
+        let hello = client.hello(HelloRequest {}).await.map_err(|e| format!("hello: {e}"))?.into_inner();
+        timings.boot_to_agent = started.elapsed();
+        if request.egress.is_some() && !hello.egress_error.is_empty() {
+            return Err(format!("egress could not be set up in the guest: {}", hello.egress_error));
+        }
+
+        progress.step = "workspace upload";
+        let (tx, rx) = mpsc::channel::<Chunk>(4);
+        let producer = spawn_workspace_stream(request.workspace.clone(), tx);
+        let chunks = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+        let upload = client.put_workspace(chunks).await;
+        let produced = producer.await.map_err(|e| format!("workspace stream: {e}"))?;
+        produced?;
+        upload.map_err(|e| format!("workspace upload: {}", e.message()))?;
+
+        progress.step = "the command";
+        let spec = RunSpec {
+            command: request.command.clone(),
+            context_dir: request.context_dir.clone(),
+            env: request.env.clone().into_iter().collect(),
+            docker: request.docker,
+            insecure_registries: request.insecure_registries.clone(),
+            output_bytes: request.limits.output_bytes,
+        };
+        let mut events = client.run(spec).await.map_err(|e| format!("run: {}", e.message()))?.into_inner();
+        let mut output_bytes = 0u64;
+        let mut finished = None;
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| format!("run stream: {}", e.message()))?;
+            match event.event {
+                Some(run_event::Event::Output(out)) => {
+                    output_bytes += out.data.len() as u64;
+                    if output_bytes > request.limits.output_bytes {
+                        return Ok((
+                            Outcome::LimitExceeded,
+                            format!("output exceeded {} bytes; the VM was killed", request.limits.output_bytes),
+                            -1,
+                        ));
+                    }
+                    observer.output(out.stream(), &out.data);
+                }
+                Some(run_event::Event::Phase(phase)) => observer.phase(&phase),
+                Some(run_event::Event::Finished(done)) => {
+                    finished = Some(done);
+                    break;
+                }
+                None => {}
+            }
+        }
+        let finished = finished.ok_or("the guest ended the run stream without a result")?;
+
+        progress.step = "fetching results";
+        let mut budget = request.limits.output_bytes.saturating_sub(output_bytes);
+        for info in &finished.artifacts {
+            if !matches!(info.name.as_str(), "patch" | "transcript" | "result" | "retrospective") {
+                return Err(format!("the guest offered an unknown artifact {:?}", info.name));
+            }
+            if info.size > budget {
+                return Ok((
+                    Outcome::LimitExceeded,
+                    format!("artifact {} ({} bytes) exceeds the output limit of {} bytes", info.name, info.size, request.limits.output_bytes),
+                    finished.exit_code,
+                ));
+            }
+            let path = request.out_dir.join(&info.name);
+            let mut file = tokio::fs::File::create(&path).await.map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut stream = client
+                .get_artifact(ArtifactRequest { name: info.name.clone() })
+                .await
+                .map_err(|e| format!("artifact {}: {}", info.name, e.message()))?
+                .into_inner();
+            let mut hasher = Sha256::new();
+            let mut size = 0u64;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| format!("artifact {}: {}", info.name, e.message()))?;
+                size += chunk.data.len() as u64;
+                // The size was announced; a guest that sends more is cut off.
+                if size > info.size {
+                    return Err(format!("artifact {} is longer than the {} bytes announced", info.name, info.size));
+                }
+                hasher.update(&chunk.data);
+                file.write_all(&chunk.data).await.map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            file.flush().await.map_err(|e| format!("{}: {e}", path.display()))?;
+            if size != info.size || hex::encode(hasher.finalize()) != info.sha256 {
+                return Err(format!("artifact {} does not match its announced size and SHA-256", info.name));
+            }
+            budget -= size;
+            progress.artifacts.insert(info.name.clone(), path);
+        }
+        progress.step = "shutdown";
+        let _ = client.shutdown(ShutdownRequest {}).await;
+
+        let (outcome, reason) = if !finished.error.is_empty() {
+            (Outcome::AgentFailed, finished.error.clone())
+        } else if finished.signal != 0 {
+            (Outcome::AgentFailed, format!("the command was killed by signal {}", finished.signal))
+        } else if finished.exit_code != 0 {
+            (Outcome::AgentFailed, format!("the command exited with {}", finished.exit_code))
+        } else {
+            (Outcome::Completed, "the command exited with 0".into())
+        };
+        Ok((outcome, reason, finished.exit_code))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Progress {
+    step: &'static str,
+    artifacts: BTreeMap<String, PathBuf>,
+}
+
+/// Releases a run's host resources whatever path `execute` took.
+struct RunCleanup {
+    run_dir: PathBuf,
+    vm: Option<Box<dyn Vm>>,
+    forwarder: Option<forwarder::ForwarderHandle>,
+}
+
+impl RunCleanup {
+    async fn finish(mut self) {
+        if let Some(mut vm) = self.vm.take() {
+            let _ = vm.kill().await;
+        }
+        if let Some(handle) = self.forwarder.take() {
+            handle.shutdown().await;
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.run_dir) {
+            tracing::warn!(dir = %self.run_dir.display(), error = %e, "could not remove the run folder");
+        }
+    }
+}
+
+/// A sparse file with an empty ext4 file system labelled for the guest's
+/// init to find.
+fn make_scratch(path: &Path, mib: u32) -> Result<(), Error> {
+    let file = std::fs::File::create(path).map_err(io(format!("creating {}", path.display())))?;
+    file.set_len(u64::from(mib) << 20).map_err(io(format!("sizing {}", path.display())))?;
+    drop(file);
+    let out = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-L", "ppscratch", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", "-O", "^has_journal"])
+        .arg(path)
+        .output()
+        .map_err(io("running mkfs.ext4 (install e2fsprogs)"))?;
+    if !out.status.success() {
+        return Err(Error::Invalid(format!("mkfs.ext4 {}: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    Ok(())
+}
+
+/// Streams the workspace as tar chunks from a blocking thread.
+fn spawn_workspace_stream(workspace: Workspace, tx: mpsc::Sender<Chunk>) -> tokio::task::JoinHandle<Result<(), String>> {
+    tokio::task::spawn_blocking(move || {
+        let writer = ChunkWriter { tx, buf: Vec::with_capacity(CHUNK) };
+        match workspace {
+            Workspace::Dir(dir) => {
+                let mut builder = tar::Builder::new(writer);
+                builder.follow_symlinks(false);
+                builder.mode(tar::HeaderMode::Complete);
+                builder.append_dir_all(".", &dir).map_err(|e| format!("packing {}: {e}", dir.display()))?;
+                let mut writer = builder.into_inner().map_err(|e| format!("packing {}: {e}", dir.display()))?;
+                std::io::Write::flush(&mut writer).map_err(|e| e.to_string())
+            }
+            Workspace::Tar(path) => {
+                let mut file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let mut writer = writer;
+                std::io::copy(&mut file, &mut writer).map_err(|e| format!("{}: {e}", path.display()))?;
+                std::io::Write::flush(&mut writer).map_err(|e| e.to_string())
+            }
+        }
+    })
+}
+
+struct ChunkWriter {
+    tx: mpsc::Sender<Chunk>,
+    buf: Vec<u8>,
+}
+
+impl std::io::Write for ChunkWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.flush()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
+        self.tx
+            .blocking_send(Chunk { data })
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the guest stopped receiving the workspace"))
+    }
+}
+
+/// Boots a probe guest under KVM: if it prints its marker and powers off
+/// within 20 s, KVM works for our kernel.
+async fn probe_kvm(qemu: &Qemu, image: &Image, state_dir: &Path) -> Resolved {
+    let run_dir = state_dir.join("runs").join("probe");
+    let _ = std::fs::remove_dir_all(&run_dir);
+    if std::fs::create_dir_all(&run_dir).is_err() {
+        return Resolved::Tcg;
+    }
+    let scratch = run_dir.join("scratch.img");
+    let _ = std::fs::File::create(&scratch).and_then(|f| f.set_len(1 << 20));
+    let spec = VmSpec {
+        name: "probe".into(),
+        run_dir: run_dir.clone(),
+        kernel: image.kernel.clone(),
+        initrd: image.initrd.clone(),
+        rootfs: image.rootfs.clone(),
+        scratch,
+        vcpus: 1,
+        memory_mib: 256,
+        kernel_args: vec!["patchpilot.probe=1".into()],
+        guest_cid: GUEST_CID,
+    };
+    qemu.set_accel(Resolved::Kvm);
+    let verdict = match qemu.start(&spec).await {
+        Ok(mut vm) => {
+            let exited = vm.wait_exit(Duration::from_secs(20)).await.unwrap_or(false);
+            let _ = vm.kill().await;
+            let console = tokio::fs::read(spec.console_path()).await.unwrap_or_default();
+            if exited && console.windows(19).any(|w| w == b"patchpilot-probe-ok") { Resolved::Kvm } else { Resolved::Tcg }
+        }
+        Err(_) => Resolved::Tcg,
+    };
+    qemu.set_accel(verdict);
+    let _ = std::fs::remove_dir_all(&run_dir);
+    verdict
+}
+
+/// Reads a whole artifact into memory, for callers that want bytes.
+pub async fn read_artifact(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    let mut file = tokio::fs::File::open(path).await?;
+    let mut out = Vec::new();
+    (&mut file).take(cap).read_to_end(&mut out).await?;
+    Ok(out)
+}
