@@ -172,8 +172,11 @@ impl ArtifactStore {
     /// only once complete and verified; returns its size.
     pub async fn get_to_file(&self, key: &str, path: &Path, max_bytes: u64) -> Result<u64, Error> {
         let mut object = self.open_object(key, max_bytes).await?;
-        let file_error =
-            |path: &Path, source: std::io::Error| Error::File { key: key.to_owned(), path: path.to_owned(), source };
+        let file_error = |path: &Path, source: std::io::Error| Error::File {
+            key: key.to_owned(),
+            path: path.to_owned(),
+            source,
+        };
         let partial = partial_path(path);
         let mut file = tokio::fs::File::create(&partial).await.map_err(|e| file_error(&partial, e))?;
         let copied = copy_capped(key, &mut object, &mut file, max_bytes).await;
@@ -243,7 +246,10 @@ async fn copy_capped(
     let mut buf = vec![0u8; 128 * 1024];
     let mut total = 0u64;
     loop {
-        let n = limited.read(&mut buf).await.map_err(|e| Error::Get { key: key.to_owned(), source: Box::new(e) })?;
+        let n = limited
+            .read(&mut buf)
+            .await
+            .map_err(|e| Error::Get { key: key.to_owned(), source: Box::new(e) })?;
         if n == 0 {
             break;
         }
@@ -298,6 +304,8 @@ mod tests {
     fn partial_files_sit_beside_the_target() {
         let p = partial_path(Path::new("/tmp/x/workspace.tar"));
         assert_eq!(p.parent(), Some(Path::new("/tmp/x")));
-        assert!(p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("workspace.tar.partial-")));
+        assert!(
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("workspace.tar.partial-"))
+        );
     }
 }

@@ -103,7 +103,10 @@ impl StateLock {
                 return Err(Error::Locked { path, holder });
             }
             Err((_, errno)) => {
-                return Err(Error::Io { context: format!("locking {}", path.display()), source: errno.into() });
+                return Err(Error::Io {
+                    context: format!("locking {}", path.display()),
+                    source: errno.into(),
+                });
             }
         };
         // Only the holder writes the pid, so truncating here races no one.
@@ -263,7 +266,9 @@ fn is_alive(proc_root: &Path, pid: u32) -> bool {
     match std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")) {
         // The state follows the parenthesised command name, which may itself
         // contain ") ", so split at the last one.
-        Ok(stat) => stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()).is_some_and(|s| s != 'Z'),
+        Ok(stat) => {
+            stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()).is_some_and(|s| s != 'Z')
+        }
         Err(_) => false,
     }
 }

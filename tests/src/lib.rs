@@ -14,6 +14,8 @@
 //!   to write configs, run the CLI and poll for conditions;
 //! - [`synthetic`]: generated assessments for load and crash tests and the
 //!   intake benchmark (`benches/intake.rs`);
+//! - [`sandbox`]: the microVM sandbox's config and skip reasons for tests
+//!   that boot real VMs;
 //! - [`images`] and [`alpine`]: test images pushed to a real registry, and
 //!   Alpine-like bases a real Docker daemon builds on.
 //!
@@ -34,6 +36,7 @@ use tempfile::TempDir;
 
 pub mod alpine;
 pub mod images;
+pub mod sandbox;
 pub mod synthetic;
 
 /// How to set up the machine, for error messages.

@@ -92,6 +92,18 @@ impl HostAliases {
         Ok(HostAliases(map))
     }
 
+    /// `aliases` (e.g. the worker's `host_aliases` config) in front of
+    /// `inner`: the usual way to build a run's resolver. Named `new`
+    /// because callers read it as "host aliases over the system resolver";
+    /// it returns the layered resolver, not the bare table.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(
+        aliases: impl IntoIterator<Item = (String, Vec<Ipv4Addr>)>,
+        inner: Arc<dyn Resolve>,
+    ) -> AliasResolver {
+        AliasResolver::new(aliases.into_iter().collect(), inner)
+    }
+
     /// Adds or replaces one alias.
     pub fn insert(&mut self, name: &str, ips: Vec<Ipv4Addr>) {
         self.0.insert(normalize(name), ips);
@@ -99,6 +111,12 @@ impl HostAliases {
 
     fn get(&self, name: &str) -> Option<&Vec<Ipv4Addr>> {
         self.0.get(&normalize(name))
+    }
+}
+
+impl FromIterator<(String, Vec<Ipv4Addr>)> for HostAliases {
+    fn from_iter<I: IntoIterator<Item = (String, Vec<Ipv4Addr>)>>(iter: I) -> HostAliases {
+        HostAliases(iter.into_iter().map(|(name, ips)| (normalize(&name), ips)).collect())
     }
 }
 
@@ -153,6 +171,10 @@ mod tests {
         assert_eq!(r.resolve("two.test").await.expect("alias").len(), 2);
         assert_eq!(r.resolve("other.test").await.expect("inner"), vec![Ipv4Addr::new(127, 0, 0, 4)]);
         assert!(r.resolve("missing.test").await.is_err());
+
+        let config = std::collections::BTreeMap::from([("Reg.Test".to_string(), vec![Ipv4Addr::LOCALHOST])]);
+        let r = HostAliases::new(config, Arc::new(HostAliases::default()));
+        assert_eq!(r.resolve("reg.test").await.expect("alias"), vec![Ipv4Addr::LOCALHOST]);
     }
 
     #[test]

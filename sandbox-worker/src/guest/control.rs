@@ -109,7 +109,8 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     if !out.status.success() {
         return Err(format!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    // Not trimmed: a binary patch ends in a blank line git apply needs.
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Records the workspace as received, so the patch is exactly what the
@@ -120,7 +121,7 @@ async fn snapshot_base(workspace: &Path) -> Result<String, String> {
     }
     git(workspace, &["add", "-A", "--", "."]).await?;
     git(workspace, &["commit", "-q", "--allow-empty", "--no-verify", "-m", "patchpilot: workspace as received"]).await?;
-    git(workspace, &["rev-parse", "HEAD"]).await
+    Ok(git(workspace, &["rev-parse", "HEAD"]).await?.trim().to_owned())
 }
 
 fn safe_relative(dir: &str) -> Option<PathBuf> {
@@ -289,10 +290,7 @@ impl Control {
         }
         .await;
         match patch {
-            Ok(mut text) => {
-                if !text.is_empty() {
-                    text.push('\n');
-                }
+            Ok(text) => {
                 if let Err(e) = tokio::fs::write(&patch_path, text).await {
                     error = format!("writing the patch: {e}");
                 }

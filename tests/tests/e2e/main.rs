@@ -6,6 +6,7 @@
 //! binaries first.
 
 mod agent;
+mod artifacts;
 mod bus;
 mod dead_letters;
 mod durability;
@@ -13,6 +14,8 @@ mod grouping;
 mod intake;
 mod mapping;
 mod policy;
+mod sandbox;
+mod sandbox_worker;
 mod scanner;
 mod support;
 mod tracing_context;

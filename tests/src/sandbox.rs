@@ -1,0 +1,70 @@
+//! Shared set-up for tests that boot real microVMs: the sandbox config from
+//! the environment `scripts/services env` prints, why a VM test cannot run
+//! on this machine (it then skips and says so), and host process checks.
+//!
+//! `scripts/test` installs QEMU and vhost-device-vsock (`scripts/services
+//! vm`) and builds the guest image before the tests, so in CI these tests
+//! always run; the skip is for a developer's partial set-up.
+
+use std::path::Path;
+
+use patchpilot_sandbox::config::{Config, SandboxConfig};
+use patchpilot_sandbox::image::ImageBuilder;
+use patchpilot_sandbox::run::Sandbox;
+
+/// The sandbox section as the services would load it.
+pub fn config() -> anyhow::Result<SandboxConfig> {
+    let config: Config = patchpilot_fleet::config::load(None)?;
+    Ok(config.sandbox)
+}
+
+/// Why microVM tests cannot run here, if they cannot.
+pub fn unavailable() -> Option<String> {
+    if std::env::var_os("PATCHPILOT_SANDBOX__QEMU__BINARY").is_none() {
+        return Some(
+            "PATCHPILOT_SANDBOX__QEMU__BINARY is unset: run `scripts/services vm` and `eval \"$(scripts/services env)\"`".into(),
+        );
+    }
+    let config = match config() {
+        Ok(c) => c,
+        Err(e) => return Some(format!("sandbox config: {e}")),
+    };
+    match ImageBuilder::new(&config.image, &config.state_dir).and_then(|b| b.cached()) {
+        Ok(Some(_)) => None,
+        Ok(None) => Some("the guest image is not built for the current inputs: run `target/debug/patchpilot sandbox image build`".into()),
+        Err(e) => Some(format!("guest image: {e}")),
+    }
+}
+
+/// A ready sandbox, or `None` (with the reason printed) when VM tests
+/// cannot run here.
+pub async fn sandbox(test: &str) -> anyhow::Result<Option<Sandbox>> {
+    if let Some(reason) = unavailable() {
+        eprintln!("SKIPPED {test}: {reason}");
+        return Ok(None);
+    }
+    let config = config()?;
+    let mut progress = |m: &str| eprintln!("sandbox: {m}");
+    Ok(Some(Sandbox::prepare(&config, &mut progress).await?))
+}
+
+/// Host processes whose command line mentions `needle` (a run folder, a
+/// state folder), as `(pid, command line)`.
+pub fn processes_mentioning(needle: &Path) -> Vec<(u32, String)> {
+    let needle = needle.display().to_string();
+    let me = std::process::id();
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains(&needle) {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}

@@ -1,0 +1,314 @@
+//! The microVM sandbox end to end, with real QEMU guests: patches, egress
+//! through the host forwarder with its decisions in Postgres, the wall-time
+//! limit, and what the guest must not see of the host.
+//!
+//! Each test boots one VM (3–7 s under TCG) and runs in the `microvm` test
+//! group, one at a time.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use patchpilot_e2e::alpine::{busybox_layer, runnable_config};
+use patchpilot_e2e::images::push_image;
+use patchpilot_e2e::sandbox::{processes_mentioning, sandbox};
+use patchpilot_e2e::{Registry, TestDatabase, free_port, run_binary};
+use patchpilot_proto::v1;
+use patchpilot_sandbox::egress::audit::{EgressMetrics, EgressRecord, Fanout, MemoryRecorder, PgRecorder, Recorder};
+use patchpilot_sandbox::egress::dial::{Dial, TcpDialer};
+use patchpilot_sandbox::egress::forwarder::ForwarderConfig;
+use patchpilot_sandbox::egress::policy::EgressPolicy;
+use patchpilot_sandbox::egress::resolve::{AliasResolver, HostAliases, SystemResolver};
+use patchpilot_sandbox::run::{EgressSetup, Limits, Outcome, RunObserver, RunRequest, Workspace};
+
+fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.hooksPath=/dev/null"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .with_context(|| format!("git {} in {}", args.join(" "), dir.display()))?;
+    if !out.status.success() {
+        bail!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn limits(wall_secs: u64, memory_mib: u32) -> Limits {
+    Limits { wall_time: Duration::from_secs(wall_secs), vcpus: 2, memory_mib, disk_mib: 2048, output_bytes: 16 << 20 }
+}
+
+fn request(run_id: &str, workspace: &Path, out: &Path, script: &str, limits: Limits) -> RunRequest {
+    RunRequest {
+        run_id: run_id.into(),
+        workspace: Workspace::Dir(workspace.to_owned()),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        context_dir: String::new(),
+        env: BTreeMap::new(),
+        docker: false,
+        insecure_registries: Vec::new(),
+        limits,
+        egress: None,
+        out_dir: out.to_owned(),
+    }
+}
+
+#[derive(Default)]
+struct Collect {
+    output: Vec<u8>,
+    pids: Vec<u32>,
+}
+
+impl RunObserver for Collect {
+    fn vm_started(&mut self, pids: &[u32]) {
+        self.pids = pids.to_vec();
+    }
+    fn output(&mut self, _: v1::OutputStream, data: &[u8]) {
+        self.output.extend_from_slice(data);
+    }
+}
+
+#[tokio::test]
+async fn sandbox_run_returns_a_patch_that_applies_to_the_original_checkout_binary_files_included() -> anyhow::Result<()> {
+    let Some(sandbox) = sandbox("sandbox patch").await? else { return Ok(()) };
+    let repo = tempfile::tempdir()?;
+    let ws = repo.path();
+    git(ws, &["init", "-q"])?;
+    std::fs::write(ws.join("README.md"), "hello\n")?;
+    std::fs::write(ws.join("logo.bin"), [0u8, 1, 2, 3, 0, 255])?;
+    std::fs::write(ws.join("obsolete.txt"), "remove me\n")?;
+    std::fs::create_dir_all(ws.join("src"))?;
+    std::fs::write(ws.join("src/main.go"), "package main\n")?;
+    git(ws, &["add", "-A"])?;
+    git(ws, &["commit", "-qm", "base"])?;
+
+    let out = tempfile::tempdir()?;
+    let script = r#"set -e
+echo "fixed" >> README.md
+printf '\000\001\002\003\000\376' > logo.bin
+printf '\177ELF\000\000new' > tool.bin
+rm obsolete.txt
+mkdir -p .patchpilot && echo '{"ok":true}' > .patchpilot/result.json
+echo edited"#;
+    let mut seen = Collect::default();
+    let report = sandbox.execute(request("patch-test", ws, out.path(), script, limits(120, 512)), &mut seen).await?;
+    assert_eq!(report.outcome, Outcome::Completed, "{}", report.reason);
+    assert!(String::from_utf8_lossy(&seen.output).contains("edited"));
+    let patch = report.artifacts.get("patch").context("no patch artifact")?;
+    let text = std::fs::read_to_string(patch).with_context(|| format!("reading {}", patch.display()))?;
+    assert!(text.contains("GIT binary patch"), "binary files travel as binary patches:\n{text}");
+    assert!(!text.contains(".patchpilot"), "the task's own folder is not part of the patch");
+    assert!(report.artifacts.contains_key("result"), "result.json comes back as its own artifact");
+    assert!(report.artifacts.contains_key("transcript"));
+
+    // The original checkout, untouched by the run, takes the patch.
+    assert_eq!(std::fs::read(ws.join("logo.bin"))?, [0u8, 1, 2, 3, 0, 255]);
+    git(ws, &["apply", "--check", &patch.display().to_string()])?;
+    git(ws, &["apply", &patch.display().to_string()])?;
+    assert_eq!(std::fs::read_to_string(ws.join("README.md"))?, "hello\nfixed\n");
+    assert_eq!(std::fs::read(ws.join("logo.bin"))?, [0u8, 1, 2, 3, 0, 0o376]);
+    assert_eq!(std::fs::read(ws.join("tool.bin")).context("tool.bin after git apply")?, b"\x7fELF\0\0new");
+    assert!(!ws.join("obsolete.txt").exists());
+    assert!(!sandbox.run_dir("patch-test").exists(), "the run folder is removed");
+    assert!(seen.pids.iter().all(|pid| !Path::new(&format!("/proc/{pid}")).exists()), "VM processes are gone");
+    Ok(())
+}
+
+#[tokio::test]
+async fn sandbox_run_over_its_time_limit_is_killed_and_leaves_nothing_behind() -> anyhow::Result<()> {
+    let Some(sandbox) = sandbox("sandbox timeout").await? else { return Ok(()) };
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("f"), "x")?;
+    let out = tempfile::tempdir()?;
+    let run_dir = sandbox.run_dir("timeout-test");
+    let mut seen = Collect::default();
+    let report = sandbox
+        .execute(request("timeout-test", ws.path(), out.path(), "echo started; sleep 600", limits(25, 512)), &mut seen)
+        .await?;
+    assert_eq!(report.outcome, Outcome::TimedOut, "{}", report.reason);
+    assert!(report.reason.contains("wall time 25s exceeded"), "{}", report.reason);
+    assert!(report.timings.total < Duration::from_secs(40), "killed at the limit, not later: {:?}", report.timings.total);
+    assert!(!seen.pids.is_empty());
+    for pid in &seen.pids {
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "process {pid} of the VM survived");
+    }
+    assert_eq!(processes_mentioning(&run_dir), vec![], "no process mentions the run folder");
+    assert!(!run_dir.exists(), "{} was not removed", run_dir.display());
+    Ok(())
+}
+
+/// Records every address the forwarder dials.
+#[derive(Debug, Default)]
+struct RecordingDialer {
+    dialled: Mutex<Vec<SocketAddr>>,
+    inner: TcpDialer,
+}
+
+#[async_trait::async_trait]
+impl Dial for RecordingDialer {
+    async fn dial(&self, addr: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+        self.dialled.lock().map_err(|_| std::io::Error::other("poisoned"))?.push(addr);
+        self.inner.dial(addr).await
+    }
+}
+
+fn has(records: &[EgressRecord], verdict: &str, kind: &str, what: &str, rule: &str) -> bool {
+    records.iter().any(|r| {
+        let name = r.name.clone().unwrap_or_default();
+        let ip = r.ip.map(|ip| ip.to_string()).unwrap_or_default();
+        r.verdict.to_string() == verdict && r.kind.to_string() == kind && (name == what || ip == what) && r.rule.starts_with(rule)
+    })
+}
+
+#[tokio::test]
+async fn sandbox_docker_build_pulls_from_the_host_loopback_registry_and_every_other_way_out_is_refused_and_recorded()
+-> anyhow::Result<()> {
+    let Some(sandbox) = sandbox("sandbox egress").await? else { return Ok(()) };
+    let registry = Registry::start().await?;
+    let layers = vec![busybox_layer()?];
+    let config = runnable_config(&layers);
+    push_image(&registry, "base", "1", &layers, config).await?;
+    let port: u16 = registry.addr.rsplit(':').next().context("registry port")?.parse()?;
+    let closed_port = free_port()?;
+
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("Dockerfile"), format!("FROM registry.test:{port}/base:1\nRUN echo built > /built\n"))?;
+    let script = format!(
+        r#"DOCKER_BUILDKIT=0 docker build -q -t built . || exit 10
+docker run --rm built cat /built || exit 11
+echo "== host not in policy"; docker pull other.test:{port}/base:1 && exit 12
+echo "== port not allowed"; curl -sS -m 10 http://registry.test:{closed_port}/ && exit 13
+echo "== private range"; curl -sS -m 10 http://10.1.2.3/ && exit 14
+echo "== link-local"; curl -sS -m 10 http://169.254.169.254/latest/meta-data/ && exit 15
+echo "== direct IP"; curl -sS -m 10 https://203.0.113.7/ && exit 16
+echo "== name outside the policy"; getent hosts evil.example && exit 17
+exit 0"#
+    );
+
+    let db = TestDatabase::create().await?;
+    let pool = sqlx::PgPool::connect(&db.url).await?;
+    patchpilot_fleet::store::migrator().run(&pool).await?;
+    let (pg, writer) = PgRecorder::spawn(pool.clone());
+    let memory = Arc::new(MemoryRecorder::default());
+    let mut metrics_registry = prometheus_client::registry::Registry::default();
+    let metrics = EgressMetrics::register(&mut metrics_registry);
+    let dialer = Arc::new(RecordingDialer::default());
+    let mut aliases = HostAliases::default();
+    aliases.insert("registry.test", vec!["127.0.0.1".parse()?]);
+    // Resolvable by the host, so the deny below is the policy's, not DNS's.
+    aliases.insert("other.test", vec!["127.0.0.1".parse()?]);
+    let policy = EgressPolicy::from_proto(&v1::EgressPolicy {
+        allow_hosts: vec![format!("registry.test:{port}")],
+        ..Default::default()
+    })?;
+    let forwarder = ForwarderConfig {
+        run_id: "egress-test".into(),
+        policy,
+        resolver: Arc::new(AliasResolver::new(aliases, Arc::new(SystemResolver::default()))),
+        dialer: dialer.clone(),
+        recorder: Arc::new(Fanout(vec![
+            memory.clone() as Arc<dyn Recorder>,
+            Arc::new(pg) as Arc<dyn Recorder>,
+            Arc::new(metrics) as Arc<dyn Recorder>,
+        ])),
+        connect_timeout: Duration::from_secs(10),
+        max_connections: 64,
+    };
+    let out = tempfile::tempdir()?;
+    let mut req = request("egress-test", ws.path(), out.path(), &script, limits(300, 2048));
+    req.docker = true;
+    req.insecure_registries = vec![format!("registry.test:{port}"), format!("other.test:{port}")];
+    req.egress = Some(EgressSetup { config: forwarder });
+    let mut seen = Collect::default();
+    let report = sandbox.execute(req, &mut seen).await?;
+    let output = String::from_utf8_lossy(&seen.output).into_owned();
+    assert_eq!(report.outcome, Outcome::Completed, "{}\n{output}", report.reason);
+    assert!(output.contains("built"), "{output}");
+
+    let records = memory.records();
+    let synthetic = records
+        .iter()
+        .find(|r| r.kind.to_string() == "connect" && r.verdict.to_string() == "allow")
+        .context("no allowed connection recorded")?;
+    assert_eq!(synthetic.name.as_deref(), Some("registry.test"));
+    assert!(has(&records, "deny", "dns", "other.test", "host-not-allowed"), "{records:#?}");
+    assert!(
+        records.iter().any(|r| r.verdict.to_string() == "deny" && r.port == Some(closed_port) && r.rule == "port-not-allowed"),
+        "{records:#?}"
+    );
+    assert!(has(&records, "deny", "connect", "10.1.2.3", "private"), "{records:#?}");
+    assert!(has(&records, "deny", "connect", "169.254.169.254", "metadata"), "{records:#?}");
+    assert!(has(&records, "deny", "connect", "203.0.113.7", "ip-not-resolved"), "{records:#?}");
+    assert!(has(&records, "deny", "dns", "evil.example", "host-not-allowed"), "{records:#?}");
+
+    // Denies were decided before any dial: the only address ever dialled is
+    // the registry's.
+    let dialled = dialer.dialled.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    assert!(!dialled.is_empty());
+    let registry_addr: SocketAddr = registry.addr.parse()?;
+    assert!(dialled.iter().all(|a| *a == registry_addr), "dialled {dialled:?}");
+    assert!(report.egress_denied >= 6, "denials counted: {}", report.egress_denied);
+
+    // Every decision is in Postgres once the recorder has drained.
+    drop(sandbox);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    drop(memory);
+    tokio::time::timeout_at(deadline, writer).await.context("the Postgres recorder did not drain")??;
+    let rows: Vec<(String, String, Option<String>, Option<String>, Option<i32>, String)> = sqlx::query_as(
+        "select verdict, kind, name, host(ip), port, rule from egress_decisions where run_id = 'egress-test' order by id",
+    )
+    .fetch_all(&pool)
+    .await?;
+    assert_eq!(rows.len(), records.len(), "one row per decision");
+    assert!(rows.iter().any(|r| r.0 == "deny" && r.3.as_deref() == Some("10.1.2.3") && r.5 == "private"));
+    assert!(rows.iter().any(|r| r.0 == "allow" && r.2.as_deref() == Some("registry.test")));
+
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &metrics_registry)?;
+    assert!(text.contains("verdict=\"deny\"") && text.contains("rule=\"metadata\""), "{text}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn sandbox_guest_sees_no_host_secret_environment_or_docker_socket() -> anyhow::Result<()> {
+    if let Some(reason) = patchpilot_e2e::sandbox::unavailable() {
+        eprintln!("SKIPPED sandbox secrets: {reason}");
+        return Ok(());
+    }
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("app.txt"), "app\n")?;
+    let secret = "pp-host-secret-7f3a9c";
+    let script = format!(
+        r#"leaks=0
+leak() {{ echo "LEAK: $1"; leaks=$((leaks+1)); }}
+env | grep -q {secret} && leak "environment"
+cat /proc/1/environ | tr '\0' '\n' | grep -q {secret} && leak "init environment"
+grep -q {secret} /proc/cmdline && leak "kernel command line"
+[ -n "$GITHUB_TOKEN" ] && leak "GITHUB_TOKEN"
+[ -n "$DOCKER_HOST" ] && leak "DOCKER_HOST=$DOCKER_HOST"
+for s in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock /root/.docker/config.json /root/.git-credentials /root/.ssh; do
+  [ -e "$s" ] && leak "$s exists"
+done
+ls /sys/class/net | grep -qv -e '^lo$' -e '^dummy0$' && leak "network devices: $(ls /sys/class/net)"
+grep -rqs {secret} /etc /root /workspace /run /tmp /mnt/scratch && leak "a file holds the secret"
+echo "checked, leaks=$leaks"
+exit 3"#
+    );
+    let ws_arg = ws.path().display().to_string();
+    let env = vec![
+        ("PP_HOST_SECRET".to_string(), secret.to_string()),
+        ("GITHUB_TOKEN".to_string(), format!("ghp_{secret}")),
+        ("DOCKER_HOST".to_string(), "unix:///var/run/docker.sock".to_string()),
+    ];
+    let out = run_binary("patchpilot", &["sandbox", "run", "--workspace", &ws_arg, "--timeout", "120", "--", "sh", "-c", &script], &env).await?;
+    assert!(out.stdout.contains("checked, leaks=0"), "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("LEAK"), "{}", out.stdout);
+    // The command's status is the CLI's.
+    assert_eq!(out.code, Some(3), "stderr:\n{}", out.stderr);
+    assert!(out.stdout.contains("--- egress decisions"));
+    Ok(())
+}

@@ -1,0 +1,333 @@
+//! The sandbox worker end to end with real microVMs (QEMU, TCG here): a
+//! SandboxRun in, a VM boot, a patch and a SandboxResult out; and a worker
+//! killed with SIGKILL mid-run whose run is redelivered, swept and completed
+//! by the next worker on the same state folder.
+//!
+//! These need the VM toolchain (`scripts/services vm`) and a built guest
+//! image (`target/debug/patchpilot sandbox image build`, under
+//! `$PATCHPILOT_SANDBOX__STATE_DIR`). Without them each test prints why it
+//! is skipped and passes; it never skips silently. Each VM boot under TCG
+//! takes a few seconds; the tests run one VM at a time (nextest test group
+//! `microvm`, and a lock here for plain `cargo test`).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use patchpilot_e2e::{Service, Stack, binary, wait_for};
+use patchpilot_fleet::artifacts::ArtifactStore;
+use patchpilot_fleet::bus::{StreamName, subjects};
+use patchpilot_proto::{Message as _, v1};
+
+/// One VM test at a time, also under plain `cargo test`.
+static VM_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Run time allowed for one run, boot included, under TCG on a loaded host.
+const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+
+const WORKER_TOML: &str = r#"
+[sandbox]
+slots = 1
+boot_timeout_secs = 120
+[sandbox.qemu]
+accel = "tcg"
+[sandbox.limits]
+wall_time_secs = 240
+vcpus = 1
+memory_mib = 768
+disk_mib = 512
+"#;
+
+/// The shared guest image folder, brought up to date, or why the VM tests
+/// cannot run here.
+fn image_dir() -> Result<PathBuf, String> {
+    static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    IMAGE.get_or_init(find_image).clone()
+}
+
+fn find_image() -> Result<PathBuf, String> {
+    if std::env::var_os("PATCHPILOT_SANDBOX__QEMU__BINARY").is_none() {
+        return Err("PATCHPILOT_SANDBOX__QEMU__BINARY is unset (run `scripts/services vm` and \
+                    `eval \"$(scripts/services env)\"`)"
+            .into());
+    }
+    let Some(state) = std::env::var_os("PATCHPILOT_SANDBOX__STATE_DIR").map(PathBuf::from) else {
+        return Err("PATCHPILOT_SANDBOX__STATE_DIR is unset".into());
+    };
+    let image = state.join("image");
+    // The base (kernel, root file system) takes many minutes to build; only
+    // the initramfs, which holds the freshly built guest agent, is cheap. A
+    // test must not start a base build, so without a base it skips.
+    let has_base = std::fs::read_dir(&image)
+        .map(|entries| {
+            entries.flatten().any(|e| {
+                e.file_name().to_string_lossy().starts_with("base-") && e.path().join("done").exists()
+            })
+        })
+        .unwrap_or(false);
+    if !has_base {
+        return Err(format!(
+            "no guest image under {} (build it with `target/debug/patchpilot sandbox image build`)",
+            image.display()
+        ));
+    }
+    // Brings the initramfs up to date with the current patchpilot-guest.
+    let cli = binary("patchpilot").map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(cli)
+        .args(["sandbox", "image", "build"])
+        .env("PATCHPILOT_SANDBOX__STATE_DIR", &state)
+        .output()
+        .map_err(|e| format!("running `patchpilot sandbox image build`: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`patchpilot sandbox image build` failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(image)
+}
+
+/// Prints why a VM test is skipped; `None` when it can run.
+fn skip_reason(test: &str) -> Option<String> {
+    match image_dir() {
+        Ok(_) => None,
+        Err(reason) => {
+            eprintln!("SKIPPED {test}: {reason}");
+            Some(reason)
+        }
+    }
+}
+
+/// A private state folder whose `image` is the shared one: the workers'
+/// sweep kills processes naming `<state>/runs/`, so tests must never share a
+/// state folder with anyone else's VMs.
+fn private_state(stack: &Stack) -> anyhow::Result<PathBuf> {
+    let state = stack.dir.path().join("state");
+    std::fs::create_dir_all(&state)?;
+    std::os::unix::fs::symlink(image_dir().map_err(anyhow::Error::msg)?, state.join("image"))?;
+    Ok(state)
+}
+
+fn spawn_worker(stack: &Stack, state: &Path, name: &str) -> anyhow::Result<Service> {
+    let config = stack.write_config(&format!("{name}.toml"), WORKER_TOML)?;
+    let mut env = stack.env();
+    env.push(("PATCHPILOT_SANDBOX__STATE_DIR".into(), state.display().to_string()));
+    Service::spawn("patchpilot-sandbox-worker", &config, &env, stack.dir.path().join(format!("{name}.log")))
+}
+
+/// A workspace with a text and a binary file, as a folder (to check the
+/// patch against) and as a gzip tar (what the controller uploads).
+fn workspace(stack: &Stack) -> anyhow::Result<(PathBuf, Vec<u8>)> {
+    let dir = stack.dir.path().join("checkout");
+    std::fs::create_dir_all(dir.join("src"))?;
+    std::fs::write(dir.join("README.md"), "hello\n")?;
+    std::fs::write(dir.join("src/blob.bin"), [0u8, 159, 146, 150, 255, 0, 1])?;
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    tar.mode(tar::HeaderMode::Deterministic);
+    tar.append_dir_all(".", &dir)?;
+    let mut gz = tar.into_inner()?;
+    gz.flush()?;
+    Ok((dir, gz.finish()?))
+}
+
+fn sandbox_run(run_id: &str, workspace_object: &str, script: &str) -> v1::SandboxRun {
+    v1::SandboxRun {
+        run_id: run_id.into(),
+        remediation_id: "rem-e2e".into(),
+        kind: v1::RunKind::Remediate as i32,
+        workspace_object: workspace_object.into(),
+        agent_command: vec!["sh".into(), "-c".into(), script.into()],
+        egress: Some(v1::EgressPolicy::default()),
+        ..Default::default()
+    }
+}
+
+/// Processes whose command line names `needle`.
+fn processes_naming(needle: &str) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(needle) && !is_zombie(pid) {
+            out.push((pid, text));
+        }
+    }
+    out
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()))
+        .is_none_or(|state| state == 'Z')
+}
+
+async fn results(stack: &Stack) -> anyhow::Result<Vec<v1::SandboxResult>> {
+    let messages = stack.stream_contents(StreamName::SandboxResults).await?;
+    messages.iter().map(|m| Ok(v1::SandboxResult::decode(m.payload.as_ref())?)).collect()
+}
+
+async fn wait_result(stack: &Stack, worker: &Service) -> anyhow::Result<v1::SandboxResult> {
+    wait_for("a SandboxResult", RUN_TIMEOUT, || async { Ok(results(stack).await?.into_iter().next()) })
+        .await
+        .map_err(|e| e.context(format!("worker log:\n{}", worker.log_text())))
+}
+
+/// `git apply --check` of `patch` on `dir`.
+fn applies(dir: &Path, patch: &[u8]) -> anyhow::Result<()> {
+    let file = dir.with_extension("patch");
+    std::fs::write(&file, patch)?;
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["apply", "--check"])
+        .arg(&file)
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "git apply --check failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn sandbox_run_completes_with_a_patch_that_applies() -> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("sandbox_run_completes_with_a_patch_that_applies").is_some() {
+        return Ok(());
+    }
+    let stack = Stack::start().await?;
+    let state = private_state(&stack)?;
+    let (checkout, tar_gz) = workspace(&stack)?;
+    let store = ArtifactStore::open(&stack.bus).await?;
+    store.put_bytes("workspaces/e2e-ok.tar.gz", &tar_gz).await?;
+
+    let mut worker = spawn_worker(&stack, &state, "worker")?;
+    // The lookup of a name outside the policy is refused and recorded; it
+    // never leaves the host (the forwarder decides before resolving).
+    let script = "echo hi > new.txt; getent hosts not-allowed.example.test || true";
+    stack
+        .bus
+        .publish(subjects::SANDBOX_RUN, "e2e-ok", &sandbox_run("e2e-ok", "workspaces/e2e-ok.tar.gz", script))
+        .await?;
+
+    let result = wait_result(&stack, &worker).await?;
+    assert_eq!(result.outcome(), v1::RunOutcome::Completed, "{result:?}\n{}", worker.log_text());
+    assert_eq!(result.run_id, "e2e-ok");
+    assert_eq!(result.remediation_id, "rem-e2e");
+    assert_eq!(result.exit_code, 0);
+    assert_eq!(result.patch_object, "runs/e2e-ok/patch");
+    let patch = store.get_bytes(&result.patch_object, 1 << 20).await?;
+    let text = String::from_utf8_lossy(&patch);
+    assert!(text.contains("new.txt") && text.contains("+hi"), "{text}");
+    applies(&checkout, &patch)?;
+    assert!(!result.transcript_object.is_empty());
+    assert!(result.started_at.is_some() && result.finished_at.is_some());
+
+    let (state_col, attempt, outcome): (String, i32, String) =
+        sqlx::query_as("SELECT state, attempt, outcome FROM sandbox_runs WHERE run_id = 'e2e-ok'")
+            .fetch_one(&stack.pool)
+            .await?;
+    assert_eq!((state_col.as_str(), attempt, outcome.as_str()), ("finished", 1, "completed"));
+    // The guest's resolver asks more than once (A and AAAA, retries): at
+    // least one recorded denial, every one of them for that name.
+    let denials = wait_for("the DNS denial in egress_decisions", Duration::from_secs(10), || async {
+        let rows: Vec<(String, String, Option<String>)> =
+            sqlx::query_as("SELECT verdict, rule, name FROM egress_decisions WHERE run_id = 'e2e-ok'")
+                .fetch_all(&stack.pool)
+                .await?;
+        // The audit writer is asynchronous: wait for every denial counted.
+        Ok((!rows.is_empty() && rows.len() >= result.egress_denied as usize).then_some(rows))
+    })
+    .await
+    .map_err(|e| e.context(format!("worker log:\n{}", worker.log_text())))?;
+    for (verdict, rule, name) in &denials {
+        assert_eq!((verdict.as_str(), rule.as_str()), ("deny", "host-not-allowed"), "{denials:?}");
+        assert_eq!(name.as_deref().map(|n| n.trim_end_matches('.')), Some("not-allowed.example.test"));
+    }
+    assert_eq!(result.egress_denied as usize, denials.len(), "{result:?}");
+    let retros = stack.stream_contents(StreamName::Retros).await?;
+    assert_eq!(retros.len(), 1);
+    let retro = v1::Retrospective::decode(retros[0].payload.as_ref())?;
+    assert_eq!(retro.run_id, "e2e-ok");
+
+    let status = worker.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}\n{}", worker.log_text());
+    let runs = state.join("runs").display().to_string();
+    assert_eq!(processes_naming(&format!("{runs}/")), vec![], "processes left behind");
+    assert_eq!(std::fs::read_dir(state.join("runs"))?.count(), 0, "run folders left behind");
+    Ok(())
+}
+
+#[tokio::test]
+async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once").is_some() {
+        return Ok(());
+    }
+    let stack = Stack::start().await?;
+    let state = private_state(&stack)?;
+    let (checkout, tar_gz) = workspace(&stack)?;
+    let store = ArtifactStore::open(&stack.bus).await?;
+    store.put_bytes("workspaces/e2e-kill.tar.gz", &tar_gz).await?;
+    let runs = format!("{}/", state.join("runs").display());
+
+    let mut first = spawn_worker(&stack, &state, "worker-a")?;
+    // Long enough that the first worker is surely mid-run when killed.
+    let script = "sleep 15; echo hi > new.txt";
+    stack
+        .bus
+        .publish(
+            subjects::SANDBOX_RUN,
+            "e2e-kill",
+            &sandbox_run("e2e-kill", "workspaces/e2e-kill.tar.gz", script),
+        )
+        .await?;
+    let leftovers = wait_for("worker A's VM to start", RUN_TIMEOUT, || async {
+        let found = processes_naming(&runs);
+        let qemu = found.iter().any(|(_, cmd)| cmd.contains("qemu"));
+        Ok(qemu.then_some(found))
+    })
+    .await
+    .map_err(|e| e.context(format!("worker A log:\n{}", first.log_text())))?;
+    first.kill();
+    // The VMM runs in its own process group: a SIGKILLed worker leaves it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let survivors: Vec<u32> = leftovers.iter().map(|(pid, _)| *pid).filter(|pid| !is_zombie(*pid)).collect();
+    assert!(!survivors.is_empty(), "nothing survived the worker; the sweep would have nothing to do");
+
+    let mut second = spawn_worker(&stack, &state, "worker-b")?;
+    let result = wait_result(&stack, &second).await?;
+    assert_eq!(result.outcome(), v1::RunOutcome::Completed, "{result:?}\n{}", second.log_text());
+    let patch = store.get_bytes(&result.patch_object, 1 << 20).await?;
+    applies(&checkout, &patch)?;
+
+    for pid in &survivors {
+        assert!(is_zombie(*pid), "worker A's leftover {pid} is still running\n{}", second.log_text());
+    }
+    assert!(
+        second.log_text().contains("killed a crashed worker's leftover process"),
+        "{}",
+        second.log_text()
+    );
+
+    let (state_col, attempt): (String, i32) =
+        sqlx::query_as("SELECT state, attempt FROM sandbox_runs WHERE run_id = 'e2e-kill'")
+            .fetch_one(&stack.pool)
+            .await?;
+    assert_eq!((state_col.as_str(), attempt), ("finished", 2));
+
+    // Exactly one result, even after the redelivery settles.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(results(&stack).await?.len(), 1);
+    let status = second.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}\n{}", second.log_text());
+    assert_eq!(processes_naming(&runs), vec![], "processes left behind");
+    assert_eq!(std::fs::read_dir(state.join("runs"))?.count(), 0, "run folders left behind");
+    Ok(())
+}
