@@ -1,0 +1,370 @@
+//! Sandbox benchmark, on the backend this machine has (QEMU; TCG here).
+//!
+//! ```text
+//! scripts/services up && scripts/services vm && eval "$(scripts/services env)"
+//! cargo build --bins && target/debug/patchpilot sandbox image build
+//! cargo bench -p patchpilot-e2e --bench sandbox -- [--runs 5] [--mib 256] [--connects 300]
+//! ```
+//!
+//! Reported, each with the backend:
+//! - **receipt → VM start**: from `Sandbox::execute` being called to the
+//!   VMM process running (scratch disc, forwarder, VMM spawn): PatchPilot's
+//!   orchestration overhead, excluding the VMM's own boot;
+//! - **boot → agent answering**: from VMM start to the guest agent's Hello;
+//! - **egress forwarder throughput and connection set-up**, as ratios
+//!   against direct loopback TCP measured in the same run: host side (a
+//!   client on the forwarder's Unix sockets, which is what the VMM's hybrid
+//!   vsock hands it) and from inside a guest (curl through the guest's DNS
+//!   responder and TCP redirector, vsock, the forwarder);
+//! - **host memory per VM beyond guest RAM**: RSS of the VMM and the vsock
+//!   backend without the shared guest-memory mapping (RssShmem), sampled
+//!   while a command runs.
+//!
+//! Benchmarks report; they never assert.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use patchpilot_e2e::sandbox::sandbox;
+use patchpilot_proto::v1;
+use patchpilot_sandbox::egress::audit::{MemoryRecorder, Recorder};
+use patchpilot_sandbox::egress::dial::TcpDialer;
+use patchpilot_sandbox::egress::dns::{build_query, parse_answer};
+use patchpilot_sandbox::egress::forwarder::{self, ForwarderConfig};
+use patchpilot_sandbox::egress::policy::EgressPolicy;
+use patchpilot_sandbox::egress::protocol::{ConnectRequest, DNS_PORT, TCP_PORT, read_dns_frame, write_dns_frame};
+use patchpilot_sandbox::egress::resolve::{AliasResolver, HostAliases, SystemResolver};
+use patchpilot_sandbox::run::{EgressSetup, Limits, RunObserver, RunRequest, Workspace};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
+
+struct Args {
+    runs: usize,
+    mib: usize,
+    connects: usize,
+}
+
+impl Args {
+    fn parse() -> anyhow::Result<Args> {
+        let mut args = Args { runs: 5, mib: 256, connects: 300 };
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            if flag == "--bench" {
+                continue;
+            }
+            let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--runs" => args.runs = value()?.parse()?,
+                "--mib" => args.mib = value()?.parse()?,
+                "--connects" => args.connects = value()?.parse()?,
+                other => bail!("unknown flag {other}"),
+            }
+        }
+        Ok(args)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+/// A loopback server: answers a one-byte ping, then streams `bytes` of
+/// zeros, or serves them as an HTTP response to a GET.
+async fn sink_server(bytes: usize) -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let _ = s.set_nodelay(true);
+                let mut first = [0u8; 1];
+                if s.read_exact(&mut first).await.is_err() {
+                    return;
+                }
+                let mut body = bytes;
+                if first[0] == b'G' {
+                    // HTTP: drain the request head, then one response.
+                    let mut head = Vec::new();
+                    let mut b = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && s.read_exact(&mut b).await.is_ok() {
+                        head.push(b[0]);
+                    }
+                    let header = format!("HTTP/1.1 200 OK\r\nContent-Length: {bytes}\r\nConnection: close\r\n\r\n");
+                    if s.write_all(header.as_bytes()).await.is_err() {
+                        return;
+                    }
+                } else if first[0] == b'p' {
+                    let _ = s.write_all(b"p").await;
+                    body = 0;
+                }
+                let chunk = vec![0u8; 256 << 10];
+                while body > 0 {
+                    let n = body.min(chunk.len());
+                    if s.write_all(&chunk[..n]).await.is_err() {
+                        return;
+                    }
+                    body -= n;
+                }
+            });
+        }
+    });
+    Ok(addr)
+}
+
+async fn drain(mut s: impl AsyncReadExt + Unpin) -> anyhow::Result<usize> {
+    let mut buf = vec![0u8; 256 << 10];
+    let mut total = 0;
+    loop {
+        let n = s.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(total);
+        }
+        total += n;
+    }
+}
+
+/// Opens a forwarded connection the way the guest redirector does.
+async fn forwarded(base: &Path, dest: SocketAddr) -> anyhow::Result<BufReader<UnixStream>> {
+    let mut s = UnixStream::connect(format!("{}_{TCP_PORT}", base.display())).await?;
+    s.write_all(ConnectRequest { dest }.encode().as_bytes()).await?;
+    let mut s = BufReader::new(s);
+    let mut line = String::new();
+    s.read_line(&mut line).await?;
+    if line.trim() != "OK" {
+        bail!("forwarder answered {line:?}");
+    }
+    Ok(s)
+}
+
+async fn host_side(args: &Args) -> anyhow::Result<()> {
+    let bytes = args.mib << 20;
+    let sink = sink_server(bytes).await?;
+    let dir = tempfile::tempdir()?;
+    let base = dir.path().join("vm.vsock");
+    let mut aliases = HostAliases::default();
+    aliases.insert("bench.test", vec!["127.0.0.1".parse()?]);
+    let policy =
+        EgressPolicy::from_proto(&v1::EgressPolicy { allow_hosts: vec![format!("bench.test:{}", sink.port())], ..Default::default() })?;
+    let recorder: Arc<dyn Recorder> = Arc::new(MemoryRecorder::default());
+    let handle = forwarder::start(
+        &base,
+        ForwarderConfig {
+            run_id: "bench".into(),
+            policy,
+            resolver: Arc::new(AliasResolver::new(aliases, Arc::new(SystemResolver::default()))),
+            dialer: Arc::new(TcpDialer::default()),
+            recorder,
+            connect_timeout: Duration::from_secs(5),
+            max_connections: 1024,
+        },
+    )
+    .await?;
+    // The guest's DNS responder would do this: get the synthetic address.
+    let mut dns = UnixStream::connect(format!("{}_{DNS_PORT}", base.display())).await?;
+    write_dns_frame(&mut dns, &build_query(1, "bench.test", 1)?).await?;
+    let answer = read_dns_frame(&mut dns).await?.context("no DNS answer")?;
+    let synthetic = *parse_answer(&answer)?.a.first().context("no A record")?;
+    let dest = SocketAddr::from((synthetic, sink.port()));
+
+    // Throughput, alternating so both see the same machine state.
+    let mut direct_mbps = Vec::new();
+    let mut fwd_mbps = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let mut s = TcpStream::connect(sink).await?;
+        s.write_all(b"x").await?;
+        let n = drain(s).await?;
+        direct_mbps.push(n as f64 / 1048576.0 / t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let mut s = forwarded(&base, dest).await?;
+        s.write_all(b"x").await?;
+        let n = drain(s).await?;
+        fwd_mbps.push(n as f64 / 1048576.0 / t.elapsed().as_secs_f64());
+    }
+    // Connection set-up: connect plus a one-byte round trip.
+    let mut direct_us = Vec::new();
+    let mut fwd_us = Vec::new();
+    for _ in 0..args.connects {
+        let t = Instant::now();
+        let mut s = TcpStream::connect(sink).await?;
+        s.write_all(b"p").await?;
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).await?;
+        direct_us.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        let mut s = forwarded(&base, dest).await?;
+        s.write_all(b"p").await?;
+        s.read_exact(&mut b).await?;
+        fwd_us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    handle.shutdown().await;
+    let (d, f) = (median(direct_mbps), median(fwd_mbps));
+    println!("host-side forwarder ({} MiB streams, median of 3):", args.mib);
+    println!("  throughput: direct loopback TCP {d:.0} MiB/s, forwarder {f:.0} MiB/s, ratio {:.2}", f / d);
+    let (d, f) = (median(direct_us), median(fwd_us));
+    println!("  connect + 1-byte round trip (median of {}): direct {d:.0} µs, forwarder {f:.0} µs, ratio {:.2}", args.connects, f / d);
+    Ok(())
+}
+
+#[derive(Default)]
+struct Sampler {
+    pids: Vec<u32>,
+    host_kib: Mutex<Option<(u64, u64)>>,
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+impl RunObserver for Sampler {
+    fn vm_started(&mut self, pids: &[u32]) {
+        self.pids = pids.to_vec();
+    }
+    fn phase(&mut self, phase: &v1::Phase) {
+        if phase.name == "command" && phase.state == "started" {
+            let beyond: u64 = self.pids.iter().map(|p| status_kib(*p, "RssAnon:") + status_kib(*p, "RssFile:")).sum();
+            let shared: u64 = self.pids.iter().map(|p| status_kib(*p, "RssShmem:")).sum();
+            if let Ok(mut m) = self.host_kib.lock() {
+                *m = Some((beyond, shared));
+            }
+        }
+    }
+}
+
+async fn vm_side(args: &Args) -> anyhow::Result<()> {
+    let Some(sandbox) = sandbox("sandbox bench").await? else { return Ok(()) };
+    let backend = sandbox.vmm_name();
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("f"), "x")?;
+    let out = tempfile::tempdir()?;
+    let limits = Limits { wall_time: Duration::from_secs(300), vcpus: 2, memory_mib: 512, disk_mib: 1024, output_bytes: 1 << 20 };
+    let mut to_start = Vec::new();
+    let mut to_agent = Vec::new();
+    let mut memory = Vec::new();
+    for i in 0..args.runs {
+        let request = RunRequest {
+            run_id: format!("bench-{i}"),
+            workspace: Workspace::Dir(ws.path().to_owned()),
+            command: vec!["sleep".into(), "1".into()],
+            context_dir: String::new(),
+            env: BTreeMap::new(),
+            docker: false,
+            insecure_registries: vec![],
+            limits,
+            egress: None,
+            out_dir: out.path().to_owned(),
+        };
+        let mut sampler = Sampler::default();
+        let report = sandbox.execute(request, &mut sampler).await?;
+        to_start.push(report.timings.to_vm_start.as_secs_f64() * 1000.0);
+        to_agent.push(report.timings.boot_to_agent.as_secs_f64() * 1000.0);
+        if let Ok(Some(m)) = sampler.host_kib.lock().map(|m| *m) {
+            memory.push(m);
+        }
+    }
+    println!("VM lifecycle on {backend} ({} runs, {} MiB guest):", args.runs, limits.memory_mib);
+    println!(
+        "  receipt -> VM start: median {:.1} ms (min {:.1}, max {:.1})",
+        median(to_start.clone()),
+        to_start.iter().cloned().fold(f64::MAX, f64::min),
+        to_start.iter().cloned().fold(0.0, f64::max)
+    );
+    println!("  boot -> guest agent answering: median {:.0} ms", median(to_agent));
+    if let Some((beyond, shared)) = memory.get(memory.len() / 2) {
+        println!(
+            "  host memory beyond guest RAM: {:.1} MiB (VMM + vsock backend RSS without the guest-memory mapping; guest RAM touched so far {:.0} MiB)",
+            *beyond as f64 / 1024.0,
+            *shared as f64 / 1024.0
+        );
+    }
+
+    // In-guest egress: curl through the redirector, vsock and the forwarder.
+    let mib = args.mib.min(128);
+    let sink = sink_server(mib << 20).await?;
+    let mut aliases = HostAliases::default();
+    aliases.insert("bench.test", vec!["127.0.0.1".parse()?]);
+    let policy =
+        EgressPolicy::from_proto(&v1::EgressPolicy { allow_hosts: vec![format!("bench.test:{}", sink.port())], ..Default::default() })?;
+    let forwarder = ForwarderConfig {
+        run_id: "bench-egress".into(),
+        policy,
+        resolver: Arc::new(AliasResolver::new(aliases, Arc::new(SystemResolver::default()))),
+        dialer: Arc::new(TcpDialer::default()),
+        recorder: Arc::new(MemoryRecorder::default()),
+        connect_timeout: Duration::from_secs(5),
+        max_connections: 1024,
+    };
+    let url = format!("http://bench.test:{}/", sink.port());
+    let script = format!(
+        "for i in 1 2 3; do curl -s -o /dev/null -w 'GET %{{speed_download}} %{{time_connect}}\\n' {url}; done; \
+         for i in $(seq 20); do curl -s -o /dev/null -w 'CONN %{{time_connect}}\\n' -r 0-0 {url}; done"
+    );
+    struct Lines(Vec<u8>);
+    impl RunObserver for Lines {
+        fn output(&mut self, _: v1::OutputStream, data: &[u8]) {
+            self.0.extend_from_slice(data);
+        }
+    }
+    let mut lines = Lines(Vec::new());
+    let request = RunRequest {
+        run_id: "bench-egress".into(),
+        workspace: Workspace::Dir(ws.path().to_owned()),
+        command: vec!["sh".into(), "-c".into(), script],
+        context_dir: String::new(),
+        env: BTreeMap::new(),
+        docker: false,
+        insecure_registries: vec![],
+        limits,
+        egress: Some(EgressSetup { config: forwarder }),
+        out_dir: out.path().to_owned(),
+    };
+    sandbox.execute(request, &mut lines).await?;
+    let text = String::from_utf8_lossy(&lines.0).into_owned();
+    let speeds: Vec<f64> =
+        text.lines().filter_map(|l| l.strip_prefix("GET ")).filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect();
+    let connects: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("CONN "))
+        .filter_map(|l| l.trim().parse::<f64>().ok())
+        .map(|s| s * 1e6)
+        .collect();
+    // Direct loopback TCP on the host, same run, same sink, same sizes.
+    let mut direct = Vec::new();
+    let mut direct_connect = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let mut s = TcpStream::connect(sink).await?;
+        s.write_all(b"x").await?;
+        let n = drain(s).await?;
+        direct.push(n as f64 / t.elapsed().as_secs_f64());
+    }
+    for _ in 0..20 {
+        let t = Instant::now();
+        let _s = TcpStream::connect(sink).await?;
+        direct_connect.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let (g, d) = (median(speeds), median(direct));
+    println!("in-guest egress on {backend} (curl, {mib} MiB, median of 3):");
+    println!("  throughput: guest via forwarder {:.1} MiB/s, host direct loopback TCP {:.0} MiB/s, ratio {:.3}", g / 1048576.0, d / 1048576.0, g / d);
+    let (g, d) = (median(connects), median(direct_connect));
+    println!("  TCP connect (curl time_connect, median of 20): guest via forwarder {g:.0} µs, host direct {d:.0} µs, ratio {:.1}", g / d);
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse()?;
+    host_side(&args).await?;
+    vm_side(&args).await?;
+    Ok(())
+}
