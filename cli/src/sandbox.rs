@@ -212,7 +212,9 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
         bail!("--disk {}: must be between 256 and {}", limits.disk_mib, defaults.max_disk_mib);
     }
 
-    let sandbox = prepare(config).await?;
+    // Not `<state_dir>/runs`: that folder is the worker's, and its
+    // start-up sweep would kill this VM.
+    let sandbox = prepare(config).await?.with_runs_dir(config.sandbox.state_dir.join("cli-runs"));
     let memory = Arc::new(MemoryRecorder::default());
     let recorder: Arc<dyn Recorder> = Arc::new(Fanout(vec![memory.clone() as Arc<dyn Recorder>]));
     let run_id = format!("cli-{}", uuid::Uuid::new_v4().simple());

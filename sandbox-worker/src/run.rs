@@ -80,7 +80,7 @@ pub struct Limits {
 pub enum Workspace {
     /// A folder on the host; sent as a tar stream, symlinks as links.
     Dir(PathBuf),
-    /// A tar file (plain or gzip) on the host.
+    /// A plain tar file on the host (the worker gunzips compressed ones first).
     Tar(PathBuf),
 }
 
@@ -186,7 +186,7 @@ impl RunObserver for Quiet {}
 pub struct Sandbox {
     vmm: Arc<dyn Vmm>,
     image: Image,
-    state_dir: PathBuf,
+    runs_dir: PathBuf,
     boot_timeout: Duration,
 }
 
@@ -234,7 +234,21 @@ impl Sandbox {
                 Arc::new(fc)
             }
         };
-        Ok(Sandbox { vmm, image, state_dir: config.state_dir.clone(), boot_timeout: Duration::from_secs(config.boot_timeout_secs) })
+        Ok(Sandbox {
+            vmm,
+            image,
+            runs_dir: config.state_dir.join("runs"),
+            boot_timeout: Duration::from_secs(config.boot_timeout_secs),
+        })
+    }
+
+    /// Keeps run folders in `dir` instead of `<state_dir>/runs`, which
+    /// belongs to the worker that holds the state folder's lock (its
+    /// start-up sweep empties it). `patchpilot sandbox run` uses this so an
+    /// operator's debugging VM survives a worker restarting beside it.
+    pub fn with_runs_dir(mut self, dir: PathBuf) -> Self {
+        self.runs_dir = dir;
+        self
     }
 
     /// The backend's name.
@@ -249,7 +263,7 @@ impl Sandbox {
 
     /// The folder a run keeps its sockets, disc and logs in.
     pub fn run_dir(&self, run_id: &str) -> PathBuf {
-        self.state_dir.join("runs").join(run_id)
+        self.runs_dir.join(run_id)
     }
 
     /// Runs `request`. Returns an error only when the run could not be

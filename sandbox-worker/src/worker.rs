@@ -957,6 +957,21 @@ struct RetroJson {
     summary: String,
 }
 
+/// The built-in agent writes `.patchpilot/retrospective.pb`, the encoded
+/// `Retrospective`; read it the same way as the JSON form.
+fn retro_from_protobuf(bytes: &[u8]) -> Option<RetroJson> {
+    let r = <v1::Retrospective as prost::Message>::decode(bytes).ok()?;
+    let category = r.category().as_str_name().to_owned();
+    Some(RetroJson {
+        went_well: r.went_well,
+        went_wrong: r.went_wrong,
+        missing_tools: r.missing_tools,
+        missing_context: r.missing_context,
+        category,
+        summary: r.summary,
+    })
+}
+
 /// Entries and characters kept from the guest's retrospective: it is
 /// untrusted text headed for fleet-wide aggregation.
 const RETRO_ITEMS: usize = 64;
@@ -991,7 +1006,7 @@ fn retrospective(job: &RunJob, ended: &Ended) -> v1::Retrospective {
     let parsed = ended
         .retrospective
         .as_deref()
-        .and_then(|bytes| serde_json::from_slice::<RetroJson>(bytes).ok())
+        .and_then(|bytes| serde_json::from_slice::<RetroJson>(bytes).ok().or_else(|| retro_from_protobuf(bytes)))
         .filter(|r| {
             !(r.summary.is_empty()
                 && r.went_well.is_empty()

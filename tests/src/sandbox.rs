@@ -48,8 +48,9 @@ pub async fn sandbox(test: &str) -> anyhow::Result<Option<Sandbox>> {
     Ok(Some(Sandbox::prepare(&config, &mut progress).await?))
 }
 
-/// Host processes whose command line mentions `needle` (a run folder, a
-/// state folder), as `(pid, command line)`.
+/// Live host processes whose command line mentions `needle` (a run folder,
+/// a state folder), as `(pid, command line)`. Zombies are not counted: they
+/// hold nothing but a process-table slot until their parent reaps them.
 pub fn processes_mentioning(needle: &Path) -> Vec<(u32, String)> {
     let needle = needle.display().to_string();
     let me = std::process::id();
@@ -62,9 +63,17 @@ pub fn processes_mentioning(needle: &Path) -> Vec<(u32, String)> {
         }
         let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else { continue };
         let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if cmdline.contains(&needle) {
+        if cmdline.contains(&needle) && !is_zombie(pid) {
             found.push((pid, cmdline));
         }
     }
     found
+}
+
+/// Whether `pid` is gone or a zombie.
+pub fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()))
+        .is_none_or(|state| state == 'Z')
 }

@@ -298,9 +298,11 @@ impl Control {
             Err(e) => error = e,
         }
         let mut files = vec![("patch", patch_path), ("transcript", transcript_path)];
-        for (name, file) in [("result", "result.json"), ("retrospective", "retrospective.json")] {
+        // The built-in agent writes the retrospective as protobuf; other
+        // agents may write JSON. The first one present is sent.
+        for (name, file) in [("result", "result.json"), ("retrospective", "retrospective.pb"), ("retrospective", "retrospective.json")] {
             let from = self.paths.workspace.join(".patchpilot").join(file);
-            if from.is_file() {
+            if from.is_file() && !files.iter().any(|(n, _)| *n == name) {
                 let to = artifacts_dir.join(name);
                 if tokio::fs::copy(&from, &to).await.is_ok() {
                     files.push((name, to));

@@ -12,10 +12,10 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use patchpilot_e2e::{Service, Stack, binary, wait_for};
+use patchpilot_e2e::sandbox::is_zombie;
+use patchpilot_e2e::{Service, Stack, wait_for};
 use patchpilot_fleet::artifacts::ArtifactStore;
 use patchpilot_fleet::bus::{StreamName, subjects};
 use patchpilot_proto::{Message as _, v1};
@@ -39,54 +39,12 @@ memory_mib = 768
 disk_mib = 512
 "#;
 
-/// The shared guest image folder, brought up to date, or why the VM tests
-/// cannot run here.
+/// The shared guest image folder, or why the VM tests cannot run here.
 fn image_dir() -> Result<PathBuf, String> {
-    static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    IMAGE.get_or_init(find_image).clone()
-}
-
-fn find_image() -> Result<PathBuf, String> {
-    if std::env::var_os("PATCHPILOT_SANDBOX__QEMU__BINARY").is_none() {
-        return Err("PATCHPILOT_SANDBOX__QEMU__BINARY is unset (run `scripts/services vm` and \
-                    `eval \"$(scripts/services env)\"`)"
-            .into());
+    match patchpilot_e2e::sandbox::unavailable() {
+        Some(reason) => Err(reason),
+        None => patchpilot_e2e::sandbox::config().map(|c| c.state_dir.join("image")).map_err(|e| e.to_string()),
     }
-    let Some(state) = std::env::var_os("PATCHPILOT_SANDBOX__STATE_DIR").map(PathBuf::from) else {
-        return Err("PATCHPILOT_SANDBOX__STATE_DIR is unset".into());
-    };
-    let image = state.join("image");
-    // The base (kernel, root file system) takes many minutes to build; only
-    // the initramfs, which holds the freshly built guest agent, is cheap. A
-    // test must not start a base build, so without a base it skips.
-    let has_base = std::fs::read_dir(&image)
-        .map(|entries| {
-            entries.flatten().any(|e| {
-                e.file_name().to_string_lossy().starts_with("base-") && e.path().join("done").exists()
-            })
-        })
-        .unwrap_or(false);
-    if !has_base {
-        return Err(format!(
-            "no guest image under {} (build it with `target/debug/patchpilot sandbox image build`)",
-            image.display()
-        ));
-    }
-    // Brings the initramfs up to date with the current patchpilot-guest.
-    let cli = binary("patchpilot").map_err(|e| e.to_string())?;
-    let out = std::process::Command::new(cli)
-        .args(["sandbox", "image", "build"])
-        .env("PATCHPILOT_SANDBOX__STATE_DIR", &state)
-        .output()
-        .map_err(|e| format!("running `patchpilot sandbox image build`: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`patchpilot sandbox image build` failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(image)
 }
 
 /// Prints why a VM test is skipped; `None` when it can run.
@@ -144,26 +102,8 @@ fn sandbox_run(run_id: &str, workspace_object: &str, script: &str) -> v1::Sandbo
     }
 }
 
-/// Processes whose command line names `needle`.
 fn processes_naming(needle: &str) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if text.contains(needle) && !is_zombie(pid) {
-            out.push((pid, text));
-        }
-    }
-    out
-}
-
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()))
-        .is_none_or(|state| state == 'Z')
+    patchpilot_e2e::sandbox::processes_mentioning(Path::new(needle))
 }
 
 async fn results(stack: &Stack) -> anyhow::Result<Vec<v1::SandboxResult>> {
