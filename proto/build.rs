@@ -21,8 +21,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // left out: the sandbox dials vsock itself and hands tonic the stream.
     let mut config = prost_build::Config::new();
     config.compile_well_known_types().extern_path(".google.protobuf", "::prost_types");
-    tonic_prost_build::configure()
-        .build_transport(false)
-        .compile_fds_with_config(descriptors, config)?;
+    tonic_prost_build::configure().build_transport(false).compile_fds_with_config(descriptors, config)?;
     Ok(())
 }

@@ -35,7 +35,7 @@ pub enum Command {
     #[command(subcommand)]
     Image(ImageCommand),
     /// Run one command in a fresh microVM on a copy of a workspace.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 /// `patchpilot sandbox image`.
@@ -108,7 +108,7 @@ pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCod
             println!("  backend {}", sandbox.vmm_name());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run(args) => run_one(config, args).await,
+        Command::Run(args) => run_one(config, *args).await,
     }
 }
 
@@ -118,7 +118,10 @@ async fn prepare(config: &CliConfig) -> anyhow::Result<Sandbox> {
 }
 
 fn split_pair<'a>(flag: &str, value: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
-    value.split_once('=').filter(|(k, _)| !k.is_empty()).with_context(|| format!("{flag} {value:?}: expected NAME=VALUE"))
+    value
+        .split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .with_context(|| format!("{flag} {value:?}: expected NAME=VALUE"))
 }
 
 /// Prints every dial the forwarder makes, so an operator sees exactly what
@@ -182,7 +185,8 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
     let mut aliases: BTreeMap<String, Vec<Ipv4Addr>> = config.sandbox.host_aliases.clone();
     for alias in &args.host_alias {
         let (name, ip) = split_pair("--host-alias", alias)?;
-        let ip: Ipv4Addr = ip.parse().with_context(|| format!("--host-alias {alias:?}: {ip:?} is not an IPv4 address"))?;
+        let ip: Ipv4Addr =
+            ip.parse().with_context(|| format!("--host-alias {alias:?}: {ip:?} is not an IPv4 address"))?;
         aliases.entry(name.to_ascii_lowercase()).or_default().push(ip);
     }
     let mut host_aliases = HostAliases::default();
@@ -242,14 +246,20 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
         egress: Some(EgressSetup { config: forwarder }),
         out_dir: out_dir.clone(),
     };
-    eprintln!("sandbox: booting a {} microVM ({} vCPU, {} MiB)", sandbox.vmm_name(), limits.vcpus, limits.memory_mib);
+    eprintln!(
+        "sandbox: booting a {} microVM ({} vCPU, {} MiB)",
+        sandbox.vmm_name(),
+        limits.vcpus,
+        limits.memory_mib
+    );
     let report = sandbox.execute(request, &mut Printer).await?;
     eprintln!(
-        "sandbox: {:?}: {} (VM start {} ms after request, agent answered {} ms after VM start, total {:.1} s)",
+        "sandbox: {:?}: {} (VM start {} ms after request, agent answered {} ms after VM start at guest uptime {} ms, total {:.1} s)",
         report.outcome,
         report.reason,
         report.timings.to_vm_start.as_millis(),
         report.timings.boot_to_agent.as_millis(),
+        report.timings.guest_uptime_at_hello.as_millis(),
         report.timings.total.as_secs_f64()
     );
     if let Some(patch) = report.artifacts.get("patch") {

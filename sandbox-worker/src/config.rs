@@ -116,7 +116,10 @@ impl Validate for SandboxConfig {
             }
         }
         if self.qemu.accel == Accel::Kvm && !std::path::Path::new("/dev/kvm").exists() {
-            return Err(config::Error::invalid(key(prefix, "qemu.accel"), "kvm asked for but /dev/kvm is absent"));
+            return Err(config::Error::invalid(
+                key(prefix, "qemu.accel"),
+                "kvm asked for but /dev/kvm is absent",
+            ));
         }
         self.image.validate(&key(prefix, "image"))?;
         self.limits.validate(&key(prefix, "limits"))
@@ -214,7 +217,12 @@ impl Default for LimitsConfig {
 impl Validate for LimitsConfig {
     fn validate(&self, prefix: &str) -> Result<(), config::Error> {
         let pairs: [(&str, u64, &str, u64); 5] = [
-            ("wall_time_secs", self.wall_time_secs.into(), "max_wall_time_secs", self.max_wall_time_secs.into()),
+            (
+                "wall_time_secs",
+                self.wall_time_secs.into(),
+                "max_wall_time_secs",
+                self.max_wall_time_secs.into(),
+            ),
             ("vcpus", self.vcpus.into(), "max_vcpus", self.max_vcpus.into()),
             ("memory_mib", self.memory_mib.into(), "max_memory_mib", self.max_memory_mib.into()),
             ("disk_mib", self.disk_mib.into(), "max_disk_mib", self.max_disk_mib.into()),
@@ -225,7 +233,10 @@ impl Validate for LimitsConfig {
                 return Err(config::Error::invalid(key(prefix, name), "must be above 0"));
             }
             if value > max {
-                return Err(config::Error::invalid(key(prefix, name), format!("{value} is above {max_name} ({max})")));
+                return Err(config::Error::invalid(
+                    key(prefix, name),
+                    format!("{value} is above {max_name} ({max})"),
+                ));
             }
         }
         if self.memory_mib < 256 {

@@ -88,7 +88,10 @@ fn run(cmd: &mut Command) -> Result<std::process::Output, Error> {
     let shown = format!("{cmd:?}");
     let out = cmd.output().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
-            Error::MissingTool { tool: format!("{:?}", cmd.get_program()), hint: "run `scripts/services vm`".into() }
+            Error::MissingTool {
+                tool: format!("{:?}", cmd.get_program()),
+                hint: "run `scripts/services vm`".into(),
+            }
         } else {
             Error::Io { context: shown.clone(), source: e }
         }
@@ -96,7 +99,10 @@ fn run(cmd: &mut Command) -> Result<std::process::Output, Error> {
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
-        return Err(Error::Command { command: shown, detail: format!("{}: {}", out.status, tail.join("\n")) });
+        return Err(Error::Command {
+            command: shown,
+            detail: format!("{}: {}", out.status, tail.join("\n")),
+        });
     }
     Ok(out)
 }
@@ -137,7 +143,12 @@ impl ImageBuilder {
         if !initrd.exists() {
             return Ok(None);
         }
-        Ok(Some(Image { kernel: base.join("vmlinux"), initrd, rootfs: base.join("rootfs.ext4"), key: initrd_key }))
+        Ok(Some(Image {
+            kernel: base.join("vmlinux"),
+            initrd,
+            rootfs: base.join("rootfs.ext4"),
+            key: initrd_key,
+        }))
     }
 
     /// The image for the current inputs, building what is missing.
@@ -155,6 +166,7 @@ impl ImageBuilder {
         if !initrd.exists() {
             progress("building the initramfs");
             self.build_initrd(&base, &initrd)?;
+            prune_initrds(&self.dir, 4);
         }
         Ok(Image { kernel: base.join("vmlinux"), initrd, rootfs: base.join("rootfs.ext4"), key: initrd_key })
     }
@@ -174,20 +186,29 @@ impl ImageBuilder {
             return Ok(package);
         }
         progress("choosing the kernel package");
-        let out = run(Command::new("apt-cache").args(["search", "--names-only", r"^linux-image-[0-9.]+-[0-9]+-amd64$"]))?;
+        let out = run(Command::new("apt-cache").args([
+            "search",
+            "--names-only",
+            r"^linux-image-[0-9.]+-[0-9]+-amd64$",
+        ]))?;
         let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.split_whitespace().next().map(String::from))
             .collect();
         names.sort_by_key(|n| version_key(n));
-        let chosen = names.pop().ok_or_else(|| Error::Input("apt knows no linux-image-*-amd64 package; run apt-get update".into()))?;
-        std::fs::write(self.dir.join("kernel-package"), &chosen).map_err(io("remembering the kernel package"))?;
+        let chosen = names.pop().ok_or_else(|| {
+            Error::Input("apt knows no linux-image-*-amd64 package; run apt-get update".into())
+        })?;
+        std::fs::write(self.dir.join("kernel-package"), &chosen)
+            .map_err(io("remembering the kernel package"))?;
         Ok(chosen)
     }
 
     fn base_key(&self, kernel_package: &str) -> String {
         let mut h = Sha256::new();
-        for part in [FORMAT, &self.config.suite, &self.config.mirror, kernel_package, PACKAGES, ROOTFS_MODULES] {
+        for part in
+            [FORMAT, &self.config.suite, &self.config.mirror, kernel_package, PACKAGES, ROOTFS_MODULES]
+        {
             h.update(part.as_bytes());
             h.update([0]);
         }
@@ -216,8 +237,14 @@ impl ImageBuilder {
         Ok(hex::encode(h.finalize()))
     }
 
-    fn build_base(&self, base: &Path, kernel_package: &str, progress: &mut dyn FnMut(&str)) -> Result<(), Error> {
-        let work = self.dir.join(format!("{}.partial", base.file_name().and_then(|n| n.to_str()).unwrap_or("base")));
+    fn build_base(
+        &self,
+        base: &Path,
+        kernel_package: &str,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(), Error> {
+        let work =
+            self.dir.join(format!("{}.partial", base.file_name().and_then(|n| n.to_str()).unwrap_or("base")));
         if work.exists() {
             std::fs::remove_dir_all(&work).map_err(io(format!("removing {}", work.display())))?;
         }
@@ -258,7 +285,10 @@ impl ImageBuilder {
         let index = ModuleIndex::load(&kroot, &release)?;
         let (wanted, missing) = index.closure(&list(ROOTFS_MODULES));
         if !missing.is_empty() {
-            progress(&format!("modules not in {kernel_package} (built in or absent): {}", missing.join(", ")));
+            progress(&format!(
+                "modules not in {kernel_package} (built in or absent): {}",
+                missing.join(", ")
+            ));
         }
         let dest_modules = root.join("lib/modules").join(&release);
         for rel in &wanted {
@@ -279,8 +309,10 @@ impl ImageBuilder {
         // Guest-only configuration: nothing from the host.
         let etc = root.join("etc");
         std::fs::write(etc.join("hostname"), "sandbox\n").map_err(io("writing /etc/hostname"))?;
-        std::fs::write(etc.join("resolv.conf"), "nameserver 127.0.0.1\n").map_err(io("writing /etc/resolv.conf"))?;
-        std::fs::write(etc.join("hosts"), "127.0.0.1 localhost sandbox\n").map_err(io("writing /etc/hosts"))?;
+        std::fs::write(etc.join("resolv.conf"), "nameserver 127.0.0.1\n")
+            .map_err(io("writing /etc/resolv.conf"))?;
+        std::fs::write(etc.join("hosts"), "127.0.0.1 localhost sandbox\n")
+            .map_err(io("writing /etc/hosts"))?;
         let _ = std::fs::remove_dir_all(root.join("var/cache/apt/archives"));
         let _ = std::fs::remove_dir_all(root.join("var/lib/apt/lists"));
         std::fs::create_dir_all(root.join("workspace")).map_err(io("creating /workspace"))?;
@@ -310,8 +342,12 @@ impl ImageBuilder {
             .into_iter()
             .map(PathBuf::from)
             .find(|p| p.exists())
-            .ok_or_else(|| Error::MissingTool { tool: "busybox".into(), hint: "apt-get install busybox-static".into() })?;
-        let index = ModuleIndex { dir: base.join("modules"), deps: HashMap::new(), builtin: BTreeSet::new() }.reload()?;
+            .ok_or_else(|| Error::MissingTool {
+                tool: "busybox".into(),
+                hint: "apt-get install busybox-static".into(),
+            })?;
+        let index = ModuleIndex { dir: base.join("modules"), deps: HashMap::new(), builtin: BTreeSet::new() }
+            .reload()?;
         let (wanted, missing) = index.closure(&list(INITRD_MODULES));
         for name in &missing {
             if !index.builtin.contains(name) {
@@ -326,7 +362,7 @@ impl ImageBuilder {
         }
         cpio.file("bin/busybox", 0o755, &std::fs::read(&busybox).map_err(io("reading busybox"))?);
         cpio.file("init", 0o755, INIT.as_bytes());
-        let agent = std::fs::read(&self.guest_binary).map_err(io(format!("reading {}", self.guest_binary.display())))?;
+        let agent = stripped(&self.guest_binary)?;
         cpio.file("patchpilot-guest", 0o755, &agent);
         let mut order = String::new();
         for rel in &wanted {
@@ -340,11 +376,44 @@ impl ImageBuilder {
         cpio.file("modules/order", 0o644, order.as_bytes());
         let partial = out.with_extension("partial");
         let file = std::fs::File::create(&partial).map_err(io(format!("creating {}", partial.display())))?;
-        let mut gz = flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::fast());
+        let mut gz =
+            flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::fast());
         gz.write_all(&cpio.finish()).map_err(io("writing the initramfs"))?;
         gz.finish().and_then(|mut w| w.flush()).map_err(io("writing the initramfs"))?;
         std::fs::rename(&partial, out).map_err(io("moving the initramfs in place"))?;
         Ok(())
+    }
+}
+
+/// The guest agent without debug sections: the kernel unpacks the
+/// initramfs and init copies the agent under emulation, where every
+/// megabyte costs boot time. Without `strip` (binutils) it goes in as is.
+fn stripped(binary: &Path) -> Result<Vec<u8>, Error> {
+    let out = tempfile::NamedTempFile::new().map_err(io("creating a temporary file"))?;
+    let status = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(out.path())
+        .arg(binary)
+        .stderr(std::process::Stdio::null())
+        .status();
+    let source = if matches!(status, Ok(s) if s.success()) { out.path() } else { binary };
+    std::fs::read(source).map_err(io(format!("reading {}", source.display())))
+}
+
+/// Removes all but the newest `keep` initramfs files: each guest agent
+/// build makes one, and old ones are never booted again.
+fn prune_initrds(dir: &Path, keep: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut initrds: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("initrd-"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    initrds.sort();
+    let excess = initrds.len().saturating_sub(keep);
+    for (_, path) in initrds.into_iter().take(excess) {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -401,11 +470,17 @@ fn extract_vmlinux(bzimage: &Path, out: &Path) -> Result<(), Error> {
     }
     let status = child.wait_with_output().map_err(io("waiting for xz"))?;
     if !status.status.success() {
-        return Err(Error::Command { command: "xz -dc".into(), detail: String::from_utf8_lossy(&status.stderr).into() });
+        return Err(Error::Command {
+            command: "xz -dc".into(),
+            detail: String::from_utf8_lossy(&status.stderr).into(),
+        });
     }
     let head = std::fs::read(out).map_err(io("reading vmlinux"))?;
     if !head.starts_with(b"\x7fELF") {
-        return Err(Error::Input(format!("the kernel decompressed from {} is not an ELF file", bzimage.display())));
+        return Err(Error::Input(format!(
+            "the kernel decompressed from {} is not an ELF file",
+            bzimage.display()
+        )));
     }
     Ok(())
 }
@@ -444,8 +519,12 @@ struct ModuleIndex {
 
 impl ModuleIndex {
     fn load(kernel_root: &Path, release: &str) -> Result<Self, Error> {
-        ModuleIndex { dir: kernel_root.join("lib/modules").join(release), deps: HashMap::new(), builtin: BTreeSet::new() }
-            .reload()
+        ModuleIndex {
+            dir: kernel_root.join("lib/modules").join(release),
+            deps: HashMap::new(),
+            builtin: BTreeSet::new(),
+        }
+        .reload()
     }
 
     fn reload(mut self) -> Result<Self, Error> {
@@ -531,7 +610,7 @@ impl Cpio {
     }
 
     fn pad(&mut self) {
-        while self.out.len() % 4 != 0 {
+        while !self.out.len().is_multiple_of(4) {
             self.out.push(0);
         }
     }
@@ -564,20 +643,25 @@ mod tests {
         assert_eq!(out.len() % 4, 0);
         assert!(out.windows(10).any(|w| w == b"TRAILER!!!"));
         // The file's size field (7th field) is 10 bytes.
-        let second = out.windows(6).enumerate().filter(|(_, w)| *w == b"070701").nth(1).map(|(i, _)| i).unwrap_or(0);
+        let second =
+            out.windows(6).enumerate().filter(|(_, w)| *w == b"070701").nth(1).map(|(i, _)| i).unwrap_or(0);
         assert_eq!(&out[second + 6 + 6 * 8..second + 6 + 7 * 8], b"0000000a");
     }
 
     #[test]
     fn kernel_packages_sort_by_version() {
-        let mut names = vec!["linux-image-6.1.0-9-amd64", "linux-image-6.1.0-28-amd64", "linux-image-6.1.0-10-amd64"];
+        let mut names =
+            ["linux-image-6.1.0-9-amd64", "linux-image-6.1.0-28-amd64", "linux-image-6.1.0-10-amd64"];
         names.sort_by_key(|n| version_key(n));
         assert_eq!(names.last(), Some(&"linux-image-6.1.0-28-amd64"));
     }
 
     #[test]
     fn module_names_normalise_dashes_and_suffixes() {
-        assert_eq!(module_name("kernel/net/vmw_vsock/vmw_vsock_virtio_transport.ko"), "vmw_vsock_virtio_transport");
+        assert_eq!(
+            module_name("kernel/net/vmw_vsock/vmw_vsock_virtio_transport.ko"),
+            "vmw_vsock_virtio_transport"
+        );
         assert_eq!(module_name("kernel/drivers/net/dummy.ko.xz"), "dummy");
         assert_eq!(module_name("kernel/x/nf-nat.ko"), "nf_nat");
     }

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use patchpilot_proto::v1::{ArtifactRequest, Chunk, HelloRequest, OutputStream, Phase, RunSpec, ShutdownRequest, run_event};
+use patchpilot_proto::v1::{
+    ArtifactRequest, Chunk, HelloRequest, OutputStream, Phase, RunSpec, ShutdownRequest, run_event,
+};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -138,6 +140,9 @@ pub struct Timings {
     pub to_vm_start: Duration,
     /// From the VMM process running to the guest agent answering Hello.
     pub boot_to_agent: Duration,
+    /// The guest kernel's uptime when the agent answered Hello: the part of
+    /// `boot_to_agent` after the kernel started.
+    pub guest_uptime_at_hello: Duration,
     /// Whole run.
     pub total: Duration,
 }
@@ -194,14 +199,20 @@ impl Sandbox {
     /// Checks the backend, builds or finds the guest image, and (QEMU with
     /// `accel = auto`) decides between KVM and TCG by booting a probe guest
     /// once per image; the verdict is remembered in the state folder.
-    pub async fn prepare(config: &SandboxConfig, progress: &mut (dyn FnMut(&str) + Send)) -> Result<Sandbox, Error> {
-        std::fs::create_dir_all(config.state_dir.join("runs")).map_err(io(format!("creating {}", config.state_dir.display())))?;
+    pub async fn prepare(
+        config: &SandboxConfig,
+        progress: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Sandbox, Error> {
+        std::fs::create_dir_all(config.state_dir.join("runs"))
+            .map_err(io(format!("creating {}", config.state_dir.display())))?;
         let builder = ImageBuilder::new(&config.image, &config.state_dir)?;
         let image = match builder.cached()? {
             Some(image) => image,
             None => {
                 let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-                let build = tokio::task::spawn_blocking(move || builder.ensure(&mut |m: &str| drop(tx.send(m.to_owned()))));
+                let build = tokio::task::spawn_blocking(move || {
+                    builder.ensure(&mut |m: &str| drop(tx.send(m.to_owned())))
+                });
                 while let Some(message) = rx.recv().await {
                     progress(&message);
                 }
@@ -220,7 +231,8 @@ impl Sandbox {
                         _ => {
                             progress("probing whether guests boot under KVM");
                             let accel = probe_kvm(&qemu, &image, &config.state_dir).await;
-                            let _ = std::fs::write(&verdict, if accel == Resolved::Kvm { "kvm" } else { "tcg" });
+                            let _ =
+                                std::fs::write(&verdict, if accel == Resolved::Kvm { "kvm" } else { "tcg" });
                             accel
                         }
                     };
@@ -268,20 +280,31 @@ impl Sandbox {
 
     /// Runs `request`. Returns an error only when the run could not be
     /// attempted; everything else is in the report.
-    pub async fn execute(&self, request: RunRequest, observer: &mut dyn RunObserver) -> Result<RunReport, Error> {
+    pub async fn execute(
+        &self,
+        request: RunRequest,
+        observer: &mut dyn RunObserver,
+    ) -> Result<RunReport, Error> {
         let received = Instant::now();
-        if request.run_id.is_empty() || !request.run_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err(Error::Invalid(format!("run id {:?} must be letters, digits, '-' or '_'", request.run_id)));
+        if request.run_id.is_empty()
+            || !request.run_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(Error::Invalid(format!(
+                "run id {:?} must be letters, digits, '-' or '_'",
+                request.run_id
+            )));
         }
         if request.command.is_empty() {
             return Err(Error::Invalid("the command is empty".into()));
         }
         let run_dir = self.run_dir(&request.run_id);
         if run_dir.exists() {
-            std::fs::remove_dir_all(&run_dir).map_err(io(format!("removing the stale {}", run_dir.display())))?;
+            std::fs::remove_dir_all(&run_dir)
+                .map_err(io(format!("removing the stale {}", run_dir.display())))?;
         }
         std::fs::create_dir_all(&run_dir).map_err(io(format!("creating {}", run_dir.display())))?;
-        std::fs::create_dir_all(&request.out_dir).map_err(io(format!("creating {}", request.out_dir.display())))?;
+        std::fs::create_dir_all(&request.out_dir)
+            .map_err(io(format!("creating {}", request.out_dir.display())))?;
         let mut cleanup = RunCleanup { run_dir: run_dir.clone(), vm: None, forwarder: None };
         let report = self.execute_in(&request, &run_dir, received, observer, &mut cleanup).await;
         cleanup.finish().await;
@@ -326,13 +349,21 @@ impl Sandbox {
 
         let deadline = tokio::time::Instant::from_std(started + request.limits.wall_time);
         let mut progress = Progress::default();
-        let guest = tokio::time::timeout_at(deadline, self.drive(request, &vsock_path, started, observer, &mut timings, &mut progress)).await;
+        let guest = tokio::time::timeout_at(
+            deadline,
+            self.drive(request, &vsock_path, started, observer, &mut timings, &mut progress),
+        )
+        .await;
         let (outcome, reason, exit_code) = match guest {
             Ok(Ok(done)) => done,
             Ok(Err(e)) => (Outcome::InfraError, e, -1),
             Err(_) => (
                 Outcome::TimedOut,
-                format!("wall time {}s exceeded during {}; the VM was killed", request.limits.wall_time.as_secs(), progress.step),
+                format!(
+                    "wall time {}s exceeded during {}; the VM was killed",
+                    request.limits.wall_time.as_secs(),
+                    progress.step
+                ),
                 -1,
             ),
         };
@@ -360,7 +391,10 @@ impl Sandbox {
             let console = std::fs::read_to_string(run_dir.join("console.log")).unwrap_or_default();
             let tail: Vec<&str> = console.lines().rev().take(8).collect();
             if !tail.is_empty() {
-                reason = format!("{reason}; guest console ends: {}", tail.into_iter().rev().collect::<Vec<_>>().join(" | "));
+                reason = format!(
+                    "{reason}; guest console ends: {}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                );
             }
         }
         Ok(RunReport {
@@ -387,12 +421,20 @@ impl Sandbox {
         progress: &mut Progress,
     ) -> Result<(Outcome, String, i32), String> {
         progress.step = "boot";
-        vsock::connect_when_ready(vsock_path, vsock::CONTROL_PORT, self.boot_timeout, Duration::from_millis(20))
-            .await
-            .map_err(|e| format!("the guest agent did not answer within {}s: {e}", self.boot_timeout.as_secs()))?;
+        vsock::connect_when_ready(
+            vsock_path,
+            vsock::CONTROL_PORT,
+            self.boot_timeout,
+            Duration::from_millis(20),
+        )
+        .await
+        .map_err(|e| {
+            format!("the guest agent did not answer within {}s: {e}", self.boot_timeout.as_secs())
+        })?;
         let mut client = vsock::control_client(vsock_path).await.map_err(|e| e.to_string())?;
         let hello = client.hello(HelloRequest {}).await.map_err(|e| format!("hello: {e}"))?.into_inner();
         timings.boot_to_agent = started.elapsed();
+        timings.guest_uptime_at_hello = Duration::from_millis(hello.uptime_ms);
         if request.egress.is_some() && !hello.egress_error.is_empty() {
             return Err(format!("egress could not be set up in the guest: {}", hello.egress_error));
         }
@@ -426,13 +468,21 @@ impl Sandbox {
                     if output_bytes > request.limits.output_bytes {
                         return Ok((
                             Outcome::LimitExceeded,
-                            format!("output exceeded {} bytes; the VM was killed", request.limits.output_bytes),
+                            format!(
+                                "output exceeded {} bytes; the VM was killed",
+                                request.limits.output_bytes
+                            ),
                             -1,
                         ));
                     }
                     observer.output(out.stream(), &out.data);
                 }
-                Some(run_event::Event::Phase(phase)) => observer.phase(&phase),
+                Some(run_event::Event::Phase(phase)) => {
+                    if phase.name == "egress" && phase.state == "failed" && request.egress.is_some() {
+                        return Err(format!("egress could not be set up in the guest: {}", phase.detail));
+                    }
+                    observer.phase(&phase);
+                }
                 Some(run_event::Event::Finished(done)) => {
                     finished = Some(done);
                     break;
@@ -451,12 +501,16 @@ impl Sandbox {
             if info.size > budget {
                 return Ok((
                     Outcome::LimitExceeded,
-                    format!("artifact {} ({} bytes) exceeds the output limit of {} bytes", info.name, info.size, request.limits.output_bytes),
+                    format!(
+                        "artifact {} ({} bytes) exceeds the output limit of {} bytes",
+                        info.name, info.size, request.limits.output_bytes
+                    ),
                     finished.exit_code,
                 ));
             }
             let path = request.out_dir.join(&info.name);
-            let mut file = tokio::fs::File::create(&path).await.map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut file =
+                tokio::fs::File::create(&path).await.map_err(|e| format!("{}: {e}", path.display()))?;
             let mut stream = client
                 .get_artifact(ArtifactRequest { name: info.name.clone() })
                 .await
@@ -469,7 +523,10 @@ impl Sandbox {
                 size += chunk.data.len() as u64;
                 // The size was announced; a guest that sends more is cut off.
                 if size > info.size {
-                    return Err(format!("artifact {} is longer than the {} bytes announced", info.name, info.size));
+                    return Err(format!(
+                        "artifact {} is longer than the {} bytes announced",
+                        info.name, info.size
+                    ));
                 }
                 hasher.update(&chunk.data);
                 file.write_all(&chunk.data).await.map_err(|e| format!("{}: {e}", path.display()))?;
@@ -531,18 +588,34 @@ fn make_scratch(path: &Path, mib: u32) -> Result<(), Error> {
     file.set_len(u64::from(mib) << 20).map_err(io(format!("sizing {}", path.display())))?;
     drop(file);
     let out = std::process::Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-L", "ppscratch", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", "-O", "^has_journal"])
+        .args([
+            "-q",
+            "-F",
+            "-L",
+            "ppscratch",
+            "-E",
+            "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
+            "-O",
+            "^has_journal",
+        ])
         .arg(path)
         .output()
         .map_err(io("running mkfs.ext4 (install e2fsprogs)"))?;
     if !out.status.success() {
-        return Err(Error::Invalid(format!("mkfs.ext4 {}: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(Error::Invalid(format!(
+            "mkfs.ext4 {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     Ok(())
 }
 
 /// Streams the workspace as tar chunks from a blocking thread.
-fn spawn_workspace_stream(workspace: Workspace, tx: mpsc::Sender<Chunk>) -> tokio::task::JoinHandle<Result<(), String>> {
+fn spawn_workspace_stream(
+    workspace: Workspace,
+    tx: mpsc::Sender<Chunk>,
+) -> tokio::task::JoinHandle<Result<(), String>> {
     tokio::task::spawn_blocking(move || {
         let writer = ChunkWriter { tx, buf: Vec::with_capacity(CHUNK) };
         match workspace {
@@ -551,7 +624,8 @@ fn spawn_workspace_stream(workspace: Workspace, tx: mpsc::Sender<Chunk>) -> toki
                 builder.follow_symlinks(false);
                 builder.mode(tar::HeaderMode::Complete);
                 builder.append_dir_all(".", &dir).map_err(|e| format!("packing {}: {e}", dir.display()))?;
-                let mut writer = builder.into_inner().map_err(|e| format!("packing {}: {e}", dir.display()))?;
+                let mut writer =
+                    builder.into_inner().map_err(|e| format!("packing {}: {e}", dir.display()))?;
                 std::io::Write::flush(&mut writer).map_err(|e| e.to_string())
             }
             Workspace::Tar(path) => {
@@ -582,9 +656,9 @@ impl std::io::Write for ChunkWriter {
             return Ok(());
         }
         let data = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
-        self.tx
-            .blocking_send(Chunk { data })
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the guest stopped receiving the workspace"))
+        self.tx.blocking_send(Chunk { data }).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the guest stopped receiving the workspace")
+        })
     }
 }
 
@@ -616,7 +690,11 @@ async fn probe_kvm(qemu: &Qemu, image: &Image, state_dir: &Path) -> Resolved {
             let exited = vm.wait_exit(Duration::from_secs(20)).await.unwrap_or(false);
             let _ = vm.kill().await;
             let console = tokio::fs::read(spec.console_path()).await.unwrap_or_default();
-            if exited && console.windows(19).any(|w| w == b"patchpilot-probe-ok") { Resolved::Kvm } else { Resolved::Tcg }
+            if exited && console.windows(19).any(|w| w == b"patchpilot-probe-ok") {
+                Resolved::Kvm
+            } else {
+                Resolved::Tcg
+            }
         }
         Err(_) => Resolved::Tcg,
     };

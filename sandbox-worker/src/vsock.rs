@@ -74,7 +74,12 @@ pub async fn connect(path: &Path, port: u32) -> Result<UnixStream, Error> {
 /// Waits until the guest listens on `port`, trying every `interval` until
 /// `timeout`. Used for boot: the VMM's socket exists long before the guest
 /// agent listens.
-pub async fn connect_when_ready(path: &Path, port: u32, timeout: Duration, interval: Duration) -> Result<UnixStream, Error> {
+pub async fn connect_when_ready(
+    path: &Path,
+    port: u32,
+    timeout: Duration,
+    interval: Duration,
+) -> Result<UnixStream, Error> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         match connect(path, port).await {
@@ -107,11 +112,9 @@ pub async fn accept_handshake(stream: &mut UnixStream) -> std::io::Result<u32> {
     let mut reader = BufReader::new(&mut *stream);
     let mut line = String::new();
     reader.read_line(&mut line).await?;
-    let port = line
-        .trim()
-        .strip_prefix("CONNECT ")
-        .and_then(|p| p.parse::<u32>().ok())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad handshake {line:?}")))?;
+    let port = line.trim().strip_prefix("CONNECT ").and_then(|p| p.parse::<u32>().ok()).ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad handshake {line:?}"))
+    })?;
     stream.write_all(format!("OK {port}\n").as_bytes()).await?;
     Ok(port)
 }

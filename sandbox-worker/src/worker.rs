@@ -1006,7 +1006,9 @@ fn retrospective(job: &RunJob, ended: &Ended) -> v1::Retrospective {
     let parsed = ended
         .retrospective
         .as_deref()
-        .and_then(|bytes| serde_json::from_slice::<RetroJson>(bytes).ok().or_else(|| retro_from_protobuf(bytes)))
+        .and_then(|bytes| {
+            serde_json::from_slice::<RetroJson>(bytes).ok().or_else(|| retro_from_protobuf(bytes))
+        })
         .filter(|r| {
             !(r.summary.is_empty()
                 && r.went_well.is_empty()

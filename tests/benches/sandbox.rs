@@ -36,7 +36,9 @@ use patchpilot_sandbox::egress::dial::TcpDialer;
 use patchpilot_sandbox::egress::dns::{build_query, parse_answer};
 use patchpilot_sandbox::egress::forwarder::{self, ForwarderConfig};
 use patchpilot_sandbox::egress::policy::EgressPolicy;
-use patchpilot_sandbox::egress::protocol::{ConnectRequest, DNS_PORT, TCP_PORT, read_dns_frame, write_dns_frame};
+use patchpilot_sandbox::egress::protocol::{
+    ConnectRequest, DNS_PORT, TCP_PORT, read_dns_frame, write_dns_frame,
+};
 use patchpilot_sandbox::egress::resolve::{AliasResolver, HostAliases, SystemResolver};
 use patchpilot_sandbox::run::{EgressSetup, Limits, RunObserver, RunRequest, Workspace};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -94,7 +96,8 @@ async fn sink_server(bytes: usize) -> anyhow::Result<SocketAddr> {
                     while !head.ends_with(b"\r\n\r\n") && s.read_exact(&mut b).await.is_ok() {
                         head.push(b[0]);
                     }
-                    let header = format!("HTTP/1.1 200 OK\r\nContent-Length: {bytes}\r\nConnection: close\r\n\r\n");
+                    let header =
+                        format!("HTTP/1.1 200 OK\r\nContent-Length: {bytes}\r\nConnection: close\r\n\r\n");
                     if s.write_all(header.as_bytes()).await.is_err() {
                         return;
                     }
@@ -148,8 +151,10 @@ async fn host_side(args: &Args) -> anyhow::Result<()> {
     let base = dir.path().join("vm.vsock");
     let mut aliases = HostAliases::default();
     aliases.insert("bench.test", vec!["127.0.0.1".parse()?]);
-    let policy =
-        EgressPolicy::from_proto(&v1::EgressPolicy { allow_hosts: vec![format!("bench.test:{}", sink.port())], ..Default::default() })?;
+    let policy = EgressPolicy::from_proto(&v1::EgressPolicy {
+        allow_hosts: vec![format!("bench.test:{}", sink.port())],
+        ..Default::default()
+    })?;
     let recorder: Arc<dyn Recorder> = Arc::new(MemoryRecorder::default());
     let handle = forwarder::start(
         &base,
@@ -207,7 +212,11 @@ async fn host_side(args: &Args) -> anyhow::Result<()> {
     println!("host-side forwarder ({} MiB streams, median of 3):", args.mib);
     println!("  throughput: direct loopback TCP {d:.0} MiB/s, forwarder {f:.0} MiB/s, ratio {:.2}", f / d);
     let (d, f) = (median(direct_us), median(fwd_us));
-    println!("  connect + 1-byte round trip (median of {}): direct {d:.0} µs, forwarder {f:.0} µs, ratio {:.2}", args.connects, f / d);
+    println!(
+        "  connect + 1-byte round trip (median of {}): direct {d:.0} µs, forwarder {f:.0} µs, ratio {:.2}",
+        args.connects,
+        f / d
+    );
     Ok(())
 }
 
@@ -221,7 +230,9 @@ fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
 }
@@ -232,7 +243,8 @@ impl RunObserver for Sampler {
     }
     fn phase(&mut self, phase: &v1::Phase) {
         if phase.name == "command" && phase.state == "started" {
-            let beyond: u64 = self.pids.iter().map(|p| status_kib(*p, "RssAnon:") + status_kib(*p, "RssFile:")).sum();
+            let beyond: u64 =
+                self.pids.iter().map(|p| status_kib(*p, "RssAnon:") + status_kib(*p, "RssFile:")).sum();
             let shared: u64 = self.pids.iter().map(|p| status_kib(*p, "RssShmem:")).sum();
             if let Ok(mut m) = self.host_kib.lock() {
                 *m = Some((beyond, shared));
@@ -247,7 +259,13 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     let ws = tempfile::tempdir()?;
     std::fs::write(ws.path().join("f"), "x")?;
     let out = tempfile::tempdir()?;
-    let limits = Limits { wall_time: Duration::from_secs(300), vcpus: 2, memory_mib: 512, disk_mib: 1024, output_bytes: 1 << 20 };
+    let limits = Limits {
+        wall_time: Duration::from_secs(300),
+        vcpus: 2,
+        memory_mib: 512,
+        disk_mib: 1024,
+        output_bytes: 1 << 20,
+    };
     let mut to_start = Vec::new();
     let mut to_agent = Vec::new();
     let mut memory = Vec::new();
@@ -293,8 +311,10 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     let sink = sink_server(mib << 20).await?;
     let mut aliases = HostAliases::default();
     aliases.insert("bench.test", vec!["127.0.0.1".parse()?]);
-    let policy =
-        EgressPolicy::from_proto(&v1::EgressPolicy { allow_hosts: vec![format!("bench.test:{}", sink.port())], ..Default::default() })?;
+    let policy = EgressPolicy::from_proto(&v1::EgressPolicy {
+        allow_hosts: vec![format!("bench.test:{}", sink.port())],
+        ..Default::default()
+    })?;
     let forwarder = ForwarderConfig {
         run_id: "bench-egress".into(),
         policy,
@@ -330,8 +350,11 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     };
     sandbox.execute(request, &mut lines).await?;
     let text = String::from_utf8_lossy(&lines.0).into_owned();
-    let speeds: Vec<f64> =
-        text.lines().filter_map(|l| l.strip_prefix("GET ")).filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect();
+    let speeds: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("GET "))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
     let connects: Vec<f64> = text
         .lines()
         .filter_map(|l| l.strip_prefix("CONN "))
@@ -355,9 +378,17 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     }
     let (g, d) = (median(speeds), median(direct));
     println!("in-guest egress on {backend} (curl, {mib} MiB, median of 3):");
-    println!("  throughput: guest via forwarder {:.1} MiB/s, host direct loopback TCP {:.0} MiB/s, ratio {:.3}", g / 1048576.0, d / 1048576.0, g / d);
+    println!(
+        "  throughput: guest via forwarder {:.1} MiB/s, host direct loopback TCP {:.0} MiB/s, ratio {:.3}",
+        g / 1048576.0,
+        d / 1048576.0,
+        g / d
+    );
     let (g, d) = (median(connects), median(direct_connect));
-    println!("  TCP connect (curl time_connect, median of 20): guest via forwarder {g:.0} µs, host direct {d:.0} µs, ratio {:.1}", g / d);
+    println!(
+        "  TCP connect (curl time_connect, median of 20): guest via forwarder {g:.0} µs, host direct {d:.0} µs, ratio {:.1}",
+        g / d
+    );
     Ok(())
 }
 

@@ -227,7 +227,7 @@ struct DecisionLabels {
     rule: String,
 }
 
-/// `patchpilot_egress_decisions{verdict,kind,rule}`.
+/// `pp_egress_decisions{verdict,kind,rule}`.
 #[derive(Debug, Clone, Default)]
 pub struct EgressMetrics {
     decisions: Family<DecisionLabels, Counter>,
@@ -238,7 +238,7 @@ impl EgressMetrics {
     pub fn register(registry: &mut Registry) -> EgressMetrics {
         let metrics = EgressMetrics::default();
         registry.register(
-            "patchpilot_egress_decisions",
+            "pp_egress_decisions",
             "Egress decisions of sandbox runs, by verdict, kind and rule",
             metrics.decisions.clone(),
         );
@@ -377,9 +377,7 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
         assert!(
-            text.contains(
-                r#"patchpilot_egress_decisions_total{verdict="deny",kind="connect",rule="private"} 2"#
-            ),
+            text.contains(r#"pp_egress_decisions_total{verdict="deny",kind="connect",rule="private"} 2"#),
             "{text}"
         );
     }

@@ -16,8 +16,8 @@ use std::time::Duration;
 use futures::Stream;
 use patchpilot_proto::v1::guest_control_server::GuestControl;
 use patchpilot_proto::v1::{
-    ArtifactInfo, ArtifactRequest, Chunk, HelloReply, HelloRequest, Output, OutputStream, Phase, PutWorkspaceReply, RunEvent,
-    RunFinished, RunSpec, ShutdownReply, ShutdownRequest, run_event,
+    ArtifactInfo, ArtifactRequest, Chunk, HelloReply, HelloRequest, Output, OutputStream, Phase,
+    PutWorkspaceReply, RunEvent, RunFinished, RunSpec, ShutdownReply, ShutdownRequest, run_event,
 };
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -56,16 +56,17 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct Control {
     paths: Paths,
-    egress_error: String,
+    egress: super::EgressState,
     state: Arc<Mutex<State>>,
     /// Told when Shutdown is called.
     shutdown: mpsc::Sender<()>,
 }
 
 impl Control {
-    /// A service working in `paths`; `egress_error` is reported by Hello.
-    pub fn new(paths: Paths, egress_error: String, shutdown: mpsc::Sender<()>) -> Self {
-        Control { paths, egress_error, state: Arc::default(), shutdown }
+    /// A service working in `paths`; `egress` says whether in-guest
+    /// egress is up (Hello reports a failure, Run waits for it).
+    pub fn new(paths: Paths, egress: super::EgressState, shutdown: mpsc::Sender<()>) -> Self {
+        Control { paths, egress, state: Arc::default(), shutdown }
     }
 }
 
@@ -107,7 +108,11 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
         .await
         .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
     if !out.status.success() {
-        return Err(format!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     // Not trimmed: a binary patch ends in a blank line git apply needs.
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -120,7 +125,11 @@ async fn snapshot_base(workspace: &Path) -> Result<String, String> {
         git(workspace, &["init", "-q"]).await?;
     }
     git(workspace, &["add", "-A", "--", "."]).await?;
-    git(workspace, &["commit", "-q", "--allow-empty", "--no-verify", "-m", "patchpilot: workspace as received"]).await?;
+    git(
+        workspace,
+        &["commit", "-q", "--allow-empty", "--no-verify", "-m", "patchpilot: workspace as received"],
+    )
+    .await?;
     Ok(git(workspace, &["rev-parse", "HEAD"]).await?.trim().to_owned())
 }
 
@@ -150,7 +159,12 @@ fn event(e: run_event::Event) -> Result<RunEvent, Status> {
 }
 
 fn phase(name: &str, state: &str, detail: impl Into<String>) -> Result<RunEvent, Status> {
-    event(run_event::Event::Phase(Phase { name: name.into(), state: state.into(), detail: detail.into(), uptime_ms: uptime_ms() }))
+    event(run_event::Event::Phase(Phase {
+        name: name.into(),
+        state: state.into(),
+        detail: detail.into(),
+        uptime_ms: uptime_ms(),
+    }))
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<RunEvent, Status>> + Send>>;
@@ -199,13 +213,36 @@ impl Control {
             return;
         };
         let Some(context) = safe_relative(&spec.context_dir) else {
-            let _ = tx.send(finished(-1, 0, format!("context_dir {:?} leaves the workspace", spec.context_dir), vec![])).await;
+            let _ = tx
+                .send(finished(
+                    -1,
+                    0,
+                    format!("context_dir {:?} leaves the workspace", spec.context_dir),
+                    vec![],
+                ))
+                .await;
             return;
         };
         let Some((program, args)) = spec.command.split_first() else {
             let _ = tx.send(finished(-1, 0, "empty command".into(), vec![])).await;
             return;
         };
+
+        // The network must be in place before anything runs; whether a run
+        // may go on without it is the host's call.
+        let mut egress = self.egress.clone();
+        let state = egress.wait_for(Option::is_some).await.map(|s| s.clone()).unwrap_or(None);
+        match state {
+            Some(Ok(())) => {
+                let _ = tx.send(phase("egress", "ready", "")).await;
+            }
+            Some(Err(e)) => {
+                let _ = tx.send(phase("egress", "failed", e)).await;
+            }
+            None => {
+                let _ = tx.send(phase("egress", "failed", "egress set-up ended without a result")).await;
+            }
+        }
 
         let mut _dockerd = None;
         if spec.docker {
@@ -225,7 +262,8 @@ impl Control {
 
         let artifacts_dir = self.paths.scratch.join("artifacts");
         if let Err(e) = tokio::fs::create_dir_all(&artifacts_dir).await {
-            let _ = tx.send(finished(-1, 0, format!("creating {}: {e}", artifacts_dir.display()), vec![])).await;
+            let _ =
+                tx.send(finished(-1, 0, format!("creating {}: {e}", artifacts_dir.display()), vec![])).await;
             return;
         }
         let transcript_path = artifacts_dir.join("transcript");
@@ -286,7 +324,11 @@ impl Control {
         // Everything but the task's own inputs and outputs under .patchpilot/.
         let patch = async {
             git(&self.paths.workspace, &["add", "-A", "--", ".", ":(exclude).patchpilot"]).await?;
-            git(&self.paths.workspace, &["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", &base]).await
+            git(
+                &self.paths.workspace,
+                &["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", &base],
+            )
+            .await
         }
         .await;
         match patch {
@@ -300,7 +342,11 @@ impl Control {
         let mut files = vec![("patch", patch_path), ("transcript", transcript_path)];
         // The built-in agent writes the retrospective as protobuf; other
         // agents may write JSON. The first one present is sent.
-        for (name, file) in [("result", "result.json"), ("retrospective", "retrospective.pb"), ("retrospective", "retrospective.json")] {
+        for (name, file) in [
+            ("result", "result.json"),
+            ("retrospective", "retrospective.pb"),
+            ("retrospective", "retrospective.json"),
+        ] {
             let from = self.paths.workspace.join(".patchpilot").join(file);
             if from.is_file() && !files.iter().any(|(n, _)| *n == name) {
                 let to = artifacts_dir.join(name);
@@ -333,27 +379,41 @@ impl Control {
 #[tonic::async_trait]
 impl GuestControl for Control {
     async fn hello(&self, _: Request<HelloRequest>) -> Result<Response<HelloReply>, Status> {
-        let kernel = nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default();
+        let kernel = nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default();
         Ok(Response::new(HelloReply {
             agent_version: env!("CARGO_PKG_VERSION").into(),
             kernel,
             uptime_ms: uptime_ms(),
-            egress_error: self.egress_error.clone(),
+            egress_error: match &*self.egress.borrow() {
+                Some(Err(e)) => e.clone(),
+                _ => String::new(),
+            },
         }))
     }
 
-    async fn put_workspace(&self, request: Request<Streaming<Chunk>>) -> Result<Response<PutWorkspaceReply>, Status> {
+    async fn put_workspace(
+        &self,
+        request: Request<Streaming<Chunk>>,
+    ) -> Result<Response<PutWorkspaceReply>, Status> {
         if self.state.lock().await.base_commit.is_some() {
             return Err(Status::failed_precondition("the workspace was already uploaded"));
         }
         let mut stream = request.into_inner();
-        tokio::fs::create_dir_all(&self.paths.scratch).await.map_err(|e| Status::internal(format!("scratch: {e}")))?;
+        tokio::fs::create_dir_all(&self.paths.scratch)
+            .await
+            .map_err(|e| Status::internal(format!("scratch: {e}")))?;
         let tar_path = self.paths.scratch.join("workspace.tar");
-        let mut file = tokio::fs::File::create(&tar_path).await.map_err(|e| Status::internal(format!("{}: {e}", tar_path.display())))?;
+        let mut file = tokio::fs::File::create(&tar_path)
+            .await
+            .map_err(|e| Status::internal(format!("{}: {e}", tar_path.display())))?;
         let mut bytes = 0u64;
         while let Some(chunk) = stream.message().await? {
             bytes += chunk.data.len() as u64;
-            file.write_all(&chunk.data).await.map_err(|e| Status::internal(format!("writing the workspace: {e}")))?;
+            file.write_all(&chunk.data)
+                .await
+                .map_err(|e| Status::internal(format!("writing the workspace: {e}")))?;
         }
         file.flush().await.map_err(|e| Status::internal(format!("writing the workspace: {e}")))?;
         drop(file);
@@ -396,7 +456,10 @@ impl GuestControl for Control {
 
     type GetArtifactStream = ChunkStream;
 
-    async fn get_artifact(&self, request: Request<ArtifactRequest>) -> Result<Response<Self::GetArtifactStream>, Status> {
+    async fn get_artifact(
+        &self,
+        request: Request<ArtifactRequest>,
+    ) -> Result<Response<Self::GetArtifactStream>, Status> {
         let name = request.into_inner().name;
         let path = self
             .state
@@ -406,7 +469,9 @@ impl GuestControl for Control {
             .get(&name)
             .cloned()
             .ok_or_else(|| Status::not_found(format!("no artifact named {name:?}")))?;
-        let mut file = tokio::fs::File::open(&path).await.map_err(|e| Status::internal(format!("{}: {e}", path.display())))?;
+        let mut file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| Status::internal(format!("{}: {e}", path.display())))?;
         let (tx, rx) = mpsc::channel(4);
         tokio::spawn(async move {
             let mut buf = vec![0u8; CHUNK];

@@ -11,8 +11,17 @@ use tokio::process::{Child, Command};
 
 /// Modules dockerd needs for bridge networking and NAT; loaded by name so
 /// modprobe resolves their dependencies from the image's modules.dep.
-const MODULES: &[&str] =
-    &["overlay", "bridge", "br_netfilter", "veth", "nf_nat", "xt_conntrack", "xt_MASQUERADE", "xt_addrtype", "nft_chain_nat"];
+const MODULES: &[&str] = &[
+    "overlay",
+    "bridge",
+    "br_netfilter",
+    "veth",
+    "nf_nat",
+    "xt_conntrack",
+    "xt_MASQUERADE",
+    "xt_addrtype",
+    "nft_chain_nat",
+];
 
 /// The socket clients in the guest use.
 pub const SOCKET: &str = "/run/docker.sock";
@@ -24,7 +33,8 @@ pub async fn start(insecure_registries: &[String], timeout: Duration) -> Result<
     }
     let data = Path::new("/mnt/scratch/docker");
     std::fs::create_dir_all(data).map_err(|e| format!("creating {}: {e}", data.display()))?;
-    let log = std::fs::File::create("/mnt/scratch/dockerd.log").map_err(|e| format!("creating dockerd.log: {e}"))?;
+    let log = std::fs::File::create("/mnt/scratch/dockerd.log")
+        .map_err(|e| format!("creating dockerd.log: {e}"))?;
     let log_err = log.try_clone().map_err(|e| format!("dockerd.log: {e}"))?;
     let mut cmd = Command::new("dockerd");
     cmd.arg("--data-root")
@@ -48,7 +58,10 @@ pub async fn start(insecure_registries: &[String], timeout: Duration) -> Result<
         if let Ok(Some(status)) = child.try_wait() {
             let log = std::fs::read_to_string("/mnt/scratch/dockerd.log").unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(10).collect();
-            return Err(format!("dockerd exited ({status}): {}", tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+            return Err(format!(
+                "dockerd exited ({status}): {}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ));
         }
         if tokio::time::Instant::now() > deadline {
             let _ = child.kill().await;

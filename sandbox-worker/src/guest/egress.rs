@@ -169,23 +169,70 @@ pub fn setup_commands(cfg: &GuestEgressConfig) -> Vec<Vec<String>> {
     cmds.into_iter().map(|c| c.into_iter().map(str::to_string).collect()).collect()
 }
 
-/// Runs [`setup_commands`]; stops at the first failure.
+/// Runs [`setup_commands`] in two processes instead of a dozen: the `ip`
+/// commands through `ip -batch -`, the iptables rules through
+/// `iptables-restore --noflush`. Under software emulation every process
+/// start costs a few hundred milliseconds of boot time.
 pub fn apply_network(cfg: &GuestEgressConfig) -> Result<(), Error> {
-    for cmd in setup_commands(cfg) {
-        let command = cmd.join(" ");
-        let Some((program, args)) = cmd.split_first() else {
-            continue;
-        };
-        let output = Command::new(program)
-            .args(args)
-            .output()
-            .map_err(|e| Error::Command { command: command.clone(), detail: e.to_string() })?;
-        if !output.status.success() {
-            return Err(Error::Command {
-                command,
-                detail: format!("{}: {}", output.status, String::from_utf8_lossy(&output.stderr).trim()),
-            });
+    let commands = setup_commands(cfg);
+    let mut ip_batch = String::new();
+    // Rules per table, in order, as iptables-restore reads them.
+    let mut tables: Vec<(String, Vec<String>)> = Vec::new();
+    for cmd in &commands {
+        match cmd.split_first() {
+            Some((program, args)) if program == "ip" => {
+                ip_batch.push_str(&args.join(" "));
+                ip_batch.push('\n');
+            }
+            Some((program, args)) if program == "iptables" => {
+                let (table, rule) = match args {
+                    [flag, table, rule @ ..] if flag == "-t" => (table.clone(), rule.join(" ")),
+                    rule => ("filter".to_string(), rule.join(" ")),
+                };
+                match tables.iter_mut().find(|(t, _)| *t == table) {
+                    Some((_, rules)) => rules.push(rule),
+                    None => tables.push((table, vec![rule])),
+                }
+            }
+            _ => {
+                return Err(Error::Command {
+                    command: cmd.join(" "),
+                    detail: "not an ip or iptables command".into(),
+                });
+            }
         }
+    }
+    let mut restore = String::new();
+    for (table, rules) in &tables {
+        restore.push_str(&format!("*{table}\n"));
+        for rule in rules {
+            restore.push_str(rule);
+            restore.push('\n');
+        }
+        restore.push_str("COMMIT\n");
+    }
+    run_with_input(&["ip", "-batch", "-"], &ip_batch)?;
+    run_with_input(&["iptables-restore", "--noflush"], &restore)
+}
+
+fn run_with_input(cmd: &[&str], input: &str) -> Result<(), Error> {
+    use std::io::Write as _;
+    let command = format!("{} <<< {:?}", cmd.join(" "), input);
+    let fail = |detail: String| Error::Command { command: command.clone(), detail };
+    let Some((program, args)) = cmd.split_first() else { return Ok(()) };
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(e.to_string()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input.as_bytes()).map_err(|e| fail(e.to_string()))?;
+    }
+    let output = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
+    if !output.status.success() {
+        return Err(fail(format!("{}: {}", output.status, String::from_utf8_lossy(&output.stderr).trim())));
     }
     Ok(())
 }

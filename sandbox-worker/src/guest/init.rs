@@ -31,7 +31,13 @@ pub fn run() -> ! {
     mount_one("proc", "/proc", "proc", nosuid, None);
     mount_one("sysfs", "/sys", "sysfs", nosuid, None);
     mount_one("devtmpfs", "/dev", "devtmpfs", MsFlags::MS_NOSUID, Some("mode=0755"));
-    mount_one("devpts", "/dev/pts", "devpts", MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("gid=5,mode=620,ptmxmode=666"));
+    mount_one(
+        "devpts",
+        "/dev/pts",
+        "devpts",
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("gid=5,mode=620,ptmxmode=666"),
+    );
     mount_one("tmpfs", "/dev/shm", "tmpfs", MsFlags::MS_NOSUID | MsFlags::MS_NODEV, None);
     mount_one("tmpfs", "/run", "tmpfs", MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=0755"));
     mount_one("cgroup2", "/sys/fs/cgroup", "cgroup2", nosuid, None);

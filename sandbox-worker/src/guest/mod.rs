@@ -24,6 +24,19 @@ use tokio_vsock::{VMADDR_CID_ANY, VsockAddr, VsockListener};
 
 use crate::vsock::CONTROL_PORT;
 
+const NETFILTER_MODULES: &[&str] = &[
+    "nf_tables",
+    "nft_compat",
+    "nft_chain_nat",
+    "nf_nat",
+    "nf_conntrack",
+    "xt_REDIRECT",
+    "xt_conntrack",
+    "xt_tcpudp",
+    "ipt_REJECT",
+    "nf_reject_ipv4",
+];
+
 /// Sets up the DNS responder and TCP redirector that carry the guest's
 /// traffic to the host forwarder; an error here is reported by Hello, and
 /// runs without network still work.
@@ -36,35 +49,54 @@ async fn start_egress() -> Result<egress::GuestEgress, String> {
     if !status.success() {
         return Err(format!("modprobe dummy: {status}"));
     }
+    // Loaded in one go: otherwise the kernel autoloads each netfilter
+    // module as the rules need it, one modprobe process at a time, which
+    // under emulation costs seconds of boot.
+    let _ = tokio::process::Command::new("modprobe").arg("-a").args(NETFILTER_MODULES).status().await;
     let config = egress::GuestEgressConfig::default();
     egress::apply_network(&config).map_err(|e| e.to_string())?;
     let connector = Arc::new(crate::egress::protocol::VsockConnector::default());
     egress::GuestEgress::start(connector, config).await.map_err(|e| e.to_string())
 }
 
+/// Whether in-guest egress is up: `None` while it is being set up, then
+/// `Ok` or the reason it failed.
+pub type EgressState = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
+
 /// The control service on vsock; returns when the host asks for shutdown.
 pub async fn serve() -> anyhow::Result<()> {
-    let (egress, egress_error) = match start_egress().await {
-        Ok(egress) => (Some(egress), String::new()),
-        Err(e) => {
-            eprintln!("patchpilot-guest: egress unavailable: {e}");
-            (None, e)
-        }
-    };
+    // Egress is set up while the agent already answers: the host uploads
+    // the workspace meanwhile, and a run waits for it before the command.
+    let (egress_tx, egress_state) = tokio::sync::watch::channel(None);
+    let egress_holder = Arc::new(tokio::sync::Mutex::new(None));
+    let holder = egress_holder.clone();
+    tokio::spawn(async move {
+        let state = match start_egress().await {
+            Ok(egress) => {
+                *holder.lock().await = Some(egress);
+                Ok(())
+            }
+            Err(e) => {
+                eprintln!("patchpilot-guest: egress unavailable: {e}");
+                Err(e)
+            }
+        };
+        let _ = egress_tx.send(Some(state));
+    });
     let listener = VsockListener::bind(VsockAddr::new(VMADDR_CID_ANY, CONTROL_PORT))?;
     let incoming = futures::stream::unfold(listener, |listener| async move {
         let next = listener.accept().await.map(|(stream, _)| Connection(stream));
         Some((next, listener))
     });
     let (shutdown_tx, mut shutdown_rx) = mpsc::channel(1);
-    let service = control::Control::new(control::Paths::guest(), egress_error, shutdown_tx);
+    let service = control::Control::new(control::Paths::guest(), egress_state, shutdown_tx);
     let server = tonic::transport::Server::builder()
         .add_service(GuestControlServer::new(service).max_decoding_message_size(8 << 20))
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = shutdown_rx.recv().await;
         });
     server.await?;
-    drop(egress);
+    drop(egress_holder);
     nix::unistd::sync();
     Ok(())
 }
@@ -96,7 +128,10 @@ impl tokio::io::AsyncWrite for Connection {
     ) -> std::task::Poll<std::io::Result<usize>> {
         std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
     }
-    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.0).poll_flush(cx)
     }
     fn poll_shutdown(

@@ -139,7 +139,9 @@ impl Qemu {
         args.push(spec.vcpus.to_string());
         match accel {
             Resolved::Kvm => args.extend(["-accel", "kvm", "-cpu", "host"].map(String::from)),
-            Resolved::Tcg => args.extend(["-accel", "tcg", "-cpu", "max"].map(String::from)),
+            // The translation cache grows to QEMU's default of up to 1 GiB of
+            // host memory per VM; 64 MiB holds a guest's hot code.
+            Resolved::Tcg => args.extend(["-accel", "tcg,tb-size=64", "-cpu", "max"].map(String::from)),
         }
         args.extend(["-m".into(), format!("{}M", spec.memory_mib)]);
         // vhost-user needs guest memory the backend process can map.
@@ -231,7 +233,9 @@ impl Vmm for Qemu {
         let vhost_path = vhost_socket(run);
         let log = |name: &str| -> Result<Stdio, Error> {
             let path = run.join(name);
-            std::fs::File::create(&path).map(Stdio::from).map_err(|e| Error::io(format!("creating {}", path.display()), e))
+            std::fs::File::create(&path)
+                .map(Stdio::from)
+                .map_err(|e| Error::io(format!("creating {}", path.display()), e))
         };
 
         // Both processes lead their own process group so that a kill takes
@@ -251,8 +255,11 @@ impl Vmm for Qemu {
             .env_clear()
             .process_group(0)
             .kill_on_drop(true);
-        let vhost = vhost.spawn().map_err(|e| Error::io(format!("starting {}", self.config.vhost_vsock.display()), e))?;
-        let mut vm = QemuVm { vsock: spec.vsock_path(), qemu: None, vhost: Some(vhost), run_dir: run.clone() };
+        let vhost = vhost
+            .spawn()
+            .map_err(|e| Error::io(format!("starting {}", self.config.vhost_vsock.display()), e))?;
+        let mut vm =
+            QemuVm { vsock: spec.vsock_path(), qemu: None, vhost: Some(vhost), run_dir: run.clone() };
 
         // QEMU connects to the backend's socket at start; wait for it.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -261,11 +268,17 @@ impl Vmm for Qemu {
                 && let Ok(Some(status)) = child.try_wait()
             {
                 let err = std::fs::read_to_string(run.join("vhost-vsock.err")).unwrap_or_default();
-                return Err(Error::Start { backend, reason: format!("vhost-device-vsock exited ({status}): {}", err.trim()) });
+                return Err(Error::Start {
+                    backend,
+                    reason: format!("vhost-device-vsock exited ({status}): {}", err.trim()),
+                });
             }
             if tokio::time::Instant::now() > deadline {
                 vm.kill().await?;
-                return Err(Error::Start { backend, reason: "vhost-device-vsock did not create its socket in 10 s".into() });
+                return Err(Error::Start {
+                    backend,
+                    reason: "vhost-device-vsock did not create its socket in 10 s".into(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -318,7 +331,10 @@ impl QemuVm {
 async fn kill_group(child: &mut Child) {
     if let Some(pid) = child.id() {
         // The whole group: helpers QEMU or the backend may have started.
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
     let _ = child.kill().await;
     let _ = child.wait().await;
@@ -387,7 +403,7 @@ mod tests {
         assert!(joined.contains("file=/img/rootfs.ext4,format=raw,if=none,read-only=on"));
         assert!(joined.contains("-nodefaults"));
         assert!(!joined.contains("-netdev") && !joined.contains("-nic") && !joined.contains("virtfs"));
-        assert!(joined.contains("-accel tcg -cpu max"));
+        assert!(joined.contains("-accel tcg,tb-size=64 -cpu max"));
         assert!(joined.contains("memory-backend-memfd,id=mem,size=512M,share=on"));
         assert!(joined.contains("patchpilot.probe=1"));
     }

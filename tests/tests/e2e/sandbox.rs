@@ -18,7 +18,9 @@ use patchpilot_e2e::images::push_image;
 use patchpilot_e2e::sandbox::{processes_mentioning, sandbox};
 use patchpilot_e2e::{Registry, TestDatabase, free_port, run_binary};
 use patchpilot_proto::v1;
-use patchpilot_sandbox::egress::audit::{EgressMetrics, EgressRecord, Fanout, MemoryRecorder, PgRecorder, Recorder};
+use patchpilot_sandbox::egress::audit::{
+    EgressMetrics, EgressRecord, Fanout, MemoryRecorder, PgRecorder, Recorder,
+};
 use patchpilot_sandbox::egress::dial::{Dial, TcpDialer};
 use patchpilot_sandbox::egress::forwarder::ForwarderConfig;
 use patchpilot_sandbox::egress::policy::EgressPolicy;
@@ -39,7 +41,13 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 }
 
 fn limits(wall_secs: u64, memory_mib: u32) -> Limits {
-    Limits { wall_time: Duration::from_secs(wall_secs), vcpus: 2, memory_mib, disk_mib: 2048, output_bytes: 16 << 20 }
+    Limits {
+        wall_time: Duration::from_secs(wall_secs),
+        vcpus: 2,
+        memory_mib,
+        disk_mib: 2048,
+        output_bytes: 16 << 20,
+    }
 }
 
 fn request(run_id: &str, workspace: &Path, out: &Path, script: &str, limits: Limits) -> RunRequest {
@@ -73,7 +81,8 @@ impl RunObserver for Collect {
 }
 
 #[tokio::test]
-async fn sandbox_run_returns_a_patch_that_applies_to_the_original_checkout_binary_files_included() -> anyhow::Result<()> {
+async fn sandbox_run_returns_a_patch_that_applies_to_the_original_checkout_binary_files_included()
+-> anyhow::Result<()> {
     let Some(sandbox) = sandbox("sandbox patch").await? else { return Ok(()) };
     let repo = tempfile::tempdir()?;
     let ws = repo.path();
@@ -95,7 +104,8 @@ rm obsolete.txt
 mkdir -p .patchpilot && echo '{"ok":true}' > .patchpilot/result.json
 echo edited"#;
     let mut seen = Collect::default();
-    let report = sandbox.execute(request("patch-test", ws, out.path(), script, limits(120, 512)), &mut seen).await?;
+    let report =
+        sandbox.execute(request("patch-test", ws, out.path(), script, limits(120, 512)), &mut seen).await?;
     assert_eq!(report.outcome, Outcome::Completed, "{}", report.reason);
     assert!(String::from_utf8_lossy(&seen.output).contains("edited"));
     let patch = report.artifacts.get("patch").context("no patch artifact")?;
@@ -114,7 +124,10 @@ echo edited"#;
     assert_eq!(std::fs::read(ws.join("tool.bin")).context("tool.bin after git apply")?, b"\x7fELF\0\0new");
     assert!(!ws.join("obsolete.txt").exists());
     assert!(!sandbox.run_dir("patch-test").exists(), "the run folder is removed");
-    assert!(seen.pids.iter().all(|pid| !Path::new(&format!("/proc/{pid}")).exists()), "VM processes are gone");
+    assert!(
+        seen.pids.iter().all(|pid| !Path::new(&format!("/proc/{pid}")).exists()),
+        "VM processes are gone"
+    );
     Ok(())
 }
 
@@ -127,11 +140,18 @@ async fn sandbox_run_over_its_time_limit_is_killed_and_leaves_nothing_behind() -
     let run_dir = sandbox.run_dir("timeout-test");
     let mut seen = Collect::default();
     let report = sandbox
-        .execute(request("timeout-test", ws.path(), out.path(), "echo started; sleep 600", limits(25, 512)), &mut seen)
+        .execute(
+            request("timeout-test", ws.path(), out.path(), "echo started; sleep 600", limits(25, 512)),
+            &mut seen,
+        )
         .await?;
     assert_eq!(report.outcome, Outcome::TimedOut, "{}", report.reason);
     assert!(report.reason.contains("wall time 25s exceeded"), "{}", report.reason);
-    assert!(report.timings.total < Duration::from_secs(40), "killed at the limit, not later: {:?}", report.timings.total);
+    assert!(
+        report.timings.total < Duration::from_secs(40),
+        "killed at the limit, not later: {:?}",
+        report.timings.total
+    );
     assert!(!seen.pids.is_empty());
     for pid in &seen.pids {
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "process {pid} of the VM survived");
@@ -160,7 +180,10 @@ fn has(records: &[EgressRecord], verdict: &str, kind: &str, what: &str, rule: &s
     records.iter().any(|r| {
         let name = r.name.clone().unwrap_or_default();
         let ip = r.ip.map(|ip| ip.to_string()).unwrap_or_default();
-        r.verdict.to_string() == verdict && r.kind.to_string() == kind && (name == what || ip == what) && r.rule.starts_with(rule)
+        r.verdict.to_string() == verdict
+            && r.kind.to_string() == kind
+            && (name == what || ip == what)
+            && r.rule.starts_with(rule)
     })
 }
 
@@ -176,7 +199,10 @@ async fn sandbox_docker_build_pulls_from_the_host_loopback_registry_and_every_ot
     let closed_port = free_port()?;
 
     let ws = tempfile::tempdir()?;
-    std::fs::write(ws.path().join("Dockerfile"), format!("FROM registry.test:{port}/base:1\nRUN echo built > /built\n"))?;
+    std::fs::write(
+        ws.path().join("Dockerfile"),
+        format!("FROM registry.test:{port}/base:1\nRUN echo built > /built\n"),
+    )?;
     let script = format!(
         r#"DOCKER_BUILDKIT=0 docker build -q -t built . || exit 10
 docker run --rm built cat /built || exit 11
@@ -237,7 +263,9 @@ exit 0"#
     assert_eq!(synthetic.name.as_deref(), Some("registry.test"));
     assert!(has(&records, "deny", "dns", "other.test", "host-not-allowed"), "{records:#?}");
     assert!(
-        records.iter().any(|r| r.verdict.to_string() == "deny" && r.port == Some(closed_port) && r.rule == "port-not-allowed"),
+        records.iter().any(|r| r.verdict.to_string() == "deny"
+            && r.port == Some(closed_port)
+            && r.rule == "port-not-allowed"),
         "{records:#?}"
     );
     assert!(has(&records, "deny", "connect", "10.1.2.3", "private"), "{records:#?}");
@@ -258,7 +286,8 @@ exit 0"#
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     drop(memory);
     tokio::time::timeout_at(deadline, writer).await.context("the Postgres recorder did not drain")??;
-    let rows: Vec<(String, String, Option<String>, Option<String>, Option<i32>, String)> = sqlx::query_as(
+    type Row = (String, String, Option<String>, Option<String>, Option<i32>, String);
+    let rows: Vec<Row> = sqlx::query_as(
         "select verdict, kind, name, host(ip), port, rule from egress_decisions where run_id = 'egress-test' order by id",
     )
     .fetch_all(&pool)
@@ -304,7 +333,12 @@ exit 3"#
         ("GITHUB_TOKEN".to_string(), format!("ghp_{secret}")),
         ("DOCKER_HOST".to_string(), "unix:///var/run/docker.sock".to_string()),
     ];
-    let out = run_binary("patchpilot", &["sandbox", "run", "--workspace", &ws_arg, "--timeout", "120", "--", "sh", "-c", &script], &env).await?;
+    let out = run_binary(
+        "patchpilot",
+        &["sandbox", "run", "--workspace", &ws_arg, "--timeout", "120", "--", "sh", "-c", &script],
+        &env,
+    )
+    .await?;
     assert!(out.stdout.contains("checked, leaks=0"), "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
     assert!(!out.stdout.contains("LEAK"), "{}", out.stdout);
     // The command's status is the CLI's.

@@ -43,7 +43,9 @@ disk_mib = 512
 fn image_dir() -> Result<PathBuf, String> {
     match patchpilot_e2e::sandbox::unavailable() {
         Some(reason) => Err(reason),
-        None => patchpilot_e2e::sandbox::config().map(|c| c.state_dir.join("image")).map_err(|e| e.to_string()),
+        None => {
+            patchpilot_e2e::sandbox::config().map(|c| c.state_dir.join("image")).map_err(|e| e.to_string())
+        }
     }
 }
 
