@@ -1,0 +1,1 @@
+//! GitHub forge (being written).

@@ -1,0 +1,1 @@
+//! Local forge (being written).

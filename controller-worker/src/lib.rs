@@ -1,0 +1,5 @@
+//! PatchPilot's controller (being assembled).
+
+pub mod forge;
+pub mod git;
+pub mod vet;

@@ -1,0 +1,1 @@
+//! Vetting (being written).
