@@ -126,8 +126,14 @@ impl Git {
     }
 
     /// Runs a command made by [`Git::command`].
-    pub async fn finish(&self, mut cmd: Command, args: &[&str], input: Option<&[u8]>) -> Result<GitOutput, GitError> {
-        let err = |detail: String| GitError { args: args.join(" "), dir: self.dir.display().to_string(), detail };
+    pub async fn finish(
+        &self,
+        mut cmd: Command,
+        args: &[&str],
+        input: Option<&[u8]>,
+    ) -> Result<GitOutput, GitError> {
+        let err =
+            |detail: String| GitError { args: args.join(" "), dir: self.dir.display().to_string(), detail };
         let mut child = cmd.spawn().map_err(|e| err(format!("cannot start git: {e}")))?;
         if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
             // Written while git reads: large patches exceed the pipe buffer.

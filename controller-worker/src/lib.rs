@@ -2,4 +2,7 @@
 
 pub mod forge;
 pub mod git;
+pub mod notify;
+pub mod publish;
+pub mod triage;
 pub mod vet;

@@ -349,11 +349,25 @@ impl Sandbox {
 
         let deadline = tokio::time::Instant::from_std(started + request.limits.wall_time);
         let mut progress = Progress::default();
-        let guest = tokio::time::timeout_at(
-            deadline,
-            self.drive(request, &vsock_path, started, observer, &mut timings, &mut progress),
-        )
-        .await;
+        progress.step = "boot";
+        let booted = match cleanup.vm.as_mut() {
+            Some(vm) => {
+                tokio::time::timeout_at(deadline, self.wait_for_agent(vm.as_mut(), &vsock_path, run_dir))
+                    .await
+            }
+            None => Ok(Err("the VM is gone".to_owned())),
+        };
+        let guest = match booted {
+            Ok(Ok(())) => {
+                tokio::time::timeout_at(
+                    deadline,
+                    self.drive(request, &vsock_path, started, observer, &mut timings, &mut progress),
+                )
+                .await
+            }
+            Ok(Err(e)) => Ok(Err(e)),
+            Err(elapsed) => Err(elapsed),
+        };
         let (outcome, reason, exit_code) = match guest {
             Ok(Ok(done)) => done,
             Ok(Err(e)) => (Outcome::InfraError, e, -1),
@@ -410,6 +424,30 @@ impl Sandbox {
         })
     }
 
+    /// Waits until the guest agent accepts a vsock connection, or the VM
+    /// dies trying (then the error carries the VMM's last words).
+    async fn wait_for_agent(&self, vm: &mut dyn Vm, vsock_path: &Path, run_dir: &Path) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + self.boot_timeout;
+        loop {
+            match vsock::connect(vsock_path, vsock::CONTROL_PORT).await {
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    if vm.wait_exit(Duration::ZERO).await.unwrap_or(false) {
+                        let err = std::fs::read_to_string(run_dir.join("qemu.err")).unwrap_or_default();
+                        return Err(format!("the VM exited while booting: {}", err.trim()));
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(format!(
+                            "the guest agent did not answer within {}s: {e}",
+                            self.boot_timeout.as_secs()
+                        ));
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
     /// Talks to the guest: hello, upload, run, fetch, shutdown.
     async fn drive(
         &self,
@@ -420,17 +458,6 @@ impl Sandbox {
         timings: &mut Timings,
         progress: &mut Progress,
     ) -> Result<(Outcome, String, i32), String> {
-        progress.step = "boot";
-        vsock::connect_when_ready(
-            vsock_path,
-            vsock::CONTROL_PORT,
-            self.boot_timeout,
-            Duration::from_millis(20),
-        )
-        .await
-        .map_err(|e| {
-            format!("the guest agent did not answer within {}s: {e}", self.boot_timeout.as_secs())
-        })?;
         let mut client = vsock::control_client(vsock_path).await.map_err(|e| e.to_string())?;
         let hello = client.hello(HelloRequest {}).await.map_err(|e| format!("hello: {e}"))?.into_inner();
         timings.boot_to_agent = started.elapsed();

@@ -71,25 +71,6 @@ pub async fn connect(path: &Path, port: u32) -> Result<UnixStream, Error> {
     Ok(stream)
 }
 
-/// Waits until the guest listens on `port`, trying every `interval` until
-/// `timeout`. Used for boot: the VMM's socket exists long before the guest
-/// agent listens.
-pub async fn connect_when_ready(
-    path: &Path,
-    port: u32,
-    timeout: Duration,
-    interval: Duration,
-) -> Result<UnixStream, Error> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        match connect(path, port).await {
-            Ok(stream) => return Ok(stream),
-            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
-            Err(_) => tokio::time::sleep(interval).await,
-        }
-    }
-}
-
 /// A gRPC client for the guest agent over the hybrid vsock at `path`.
 /// Every reconnect tonic makes goes through the same handshake.
 pub async fn control_client(path: &Path) -> Result<GuestControlClient<Channel>, Error> {

@@ -8,6 +8,7 @@
 //! written to disk, logged (see [`Secret`]'s `Debug`) or put into any other
 //! child's environment.
 
+pub mod credential;
 pub mod github;
 pub mod local;
 
@@ -44,7 +45,12 @@ impl Repo {
         let mut parts = path.rsplitn(2, '/');
         let name = parts.next().unwrap_or("");
         let owner = parts.next().unwrap_or("").rsplit('/').next().unwrap_or("");
-        let valid = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) && s != "." && s != "..";
+        let valid = |s: &str| {
+            !s.is_empty()
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                && s != "."
+                && s != ".."
+        };
         if !valid(owner) || !valid(name) {
             return Err(Error::Invalid(format!("repository URL {url:?} does not name owner/name")));
         }
@@ -240,7 +246,13 @@ pub trait Forge: Send + Sync + fmt::Debug {
     /// Opens a pull request, or returns the open one from the same branch.
     async fn open_pull_request(&self, repo: &Repo, new: &NewPullRequest) -> Result<PullRequest, Error>;
     /// Replaces title and body.
-    async fn update_pull_request(&self, repo: &Repo, number: u64, title: &str, body: &str) -> Result<PullRequest, Error>;
+    async fn update_pull_request(
+        &self,
+        repo: &Repo,
+        number: u64,
+        title: &str,
+        body: &str,
+    ) -> Result<PullRequest, Error>;
     /// Closes without merging.
     async fn close_pull_request(&self, repo: &Repo, number: u64) -> Result<(), Error>;
     /// Adds labels (creating them on the repository if needed).
@@ -256,8 +268,14 @@ pub trait Forge: Send + Sync + fmt::Debug {
     /// Re-runs a failed check (the failed jobs of its workflow run).
     async fn rerun(&self, repo: &Repo, check: &Check) -> Result<(), Error>;
     /// Sets a commit status, e.g. the controller's own vetting verdict.
-    async fn set_status(&self, repo: &Repo, sha: &str, context: &str, state: StatusState, description: &str)
-    -> Result<(), Error>;
+    async fn set_status(
+        &self,
+        repo: &Repo,
+        sha: &str,
+        context: &str,
+        state: StatusState,
+        description: &str,
+    ) -> Result<(), Error>;
 }
 
 /// What can go wrong talking to a forge.
@@ -331,7 +349,11 @@ mod tests {
             ("local://acme/api", "acme", "api"),
             ("https://git.example.com/group/sub/acme/api/", "acme", "api"),
         ] {
-            assert_eq!(Repo::from_url(url).ok(), Some(Repo { owner: owner.into(), name: name.into() }), "{url}");
+            assert_eq!(
+                Repo::from_url(url).ok(),
+                Some(Repo { owner: owner.into(), name: name.into() }),
+                "{url}"
+            );
         }
         assert!(Repo::from_url("https://github.com/onlyowner").is_err());
         assert!(Repo::from_url("https://github.com/../x").is_err());

@@ -1,1 +1,0 @@
-//! GitHub forge (being written).

@@ -1,1 +1,0 @@
-//! Local forge (being written).

@@ -1,0 +1,330 @@
+//! What a pull request says: its branch name, title, commit message and
+//! body (findings table, verification evidence, what changed and why).
+//!
+//! The run's `result.json` comes from the sandbox and is untrusted: only
+//! the fields read here are used, every text is clipped and escaped so it
+//! cannot ping people, smuggle links or break the Markdown, and numbers
+//! come from the verification table, not from the agent's prose.
+
+use std::collections::BTreeMap;
+
+use patchpilot_fleet::model::{Finding, Severity};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// The marker that makes the PR body recognisable as ours (and carries the
+/// remediation it belongs to).
+pub const BODY_MARKER: &str = "<!-- patchpilot:remediation=";
+
+/// The parts of the agent's `result.json` a PR shows.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct RunSummary {
+    /// One line.
+    pub summary: String,
+    /// The changes.
+    pub steps: Vec<StepSummary>,
+    /// Build and rescan.
+    pub verification: Option<VerificationSummary>,
+    /// What was not fixed, and why.
+    pub refusals: Vec<serde_json::Value>,
+}
+
+/// One change the agent made.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct StepSummary {
+    /// What it does.
+    pub summary: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The verification table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct VerificationSummary {
+    /// The image built.
+    pub image: String,
+    /// Build time in milliseconds.
+    pub build_time: u64,
+    /// One row per finding.
+    pub rows: Vec<VerificationRow>,
+}
+
+/// One finding after the rebuild.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct VerificationRow {
+    /// Which finding.
+    pub finding: FindingRefJson,
+    /// `fixed`, `present` or `introduced`.
+    pub status: String,
+    /// Package version in the rebuilt image.
+    pub version_after: Option<String>,
+}
+
+/// A finding named in the verification table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct FindingRefJson {
+    /// Vulnerability id.
+    pub id: String,
+    /// Package name.
+    pub package: String,
+}
+
+impl RunSummary {
+    /// Parses `result.json`; anything unreadable gives an empty summary
+    /// (the PR then says the run left no account).
+    pub fn parse(bytes: &[u8]) -> RunSummary {
+        serde_json::from_slice(bytes).unwrap_or_default()
+    }
+
+    fn count(&self, status: &str) -> usize {
+        self.verification.as_ref().map(|v| v.rows.iter().filter(|r| r.status == status).count()).unwrap_or(0)
+    }
+}
+
+/// Escapes text from the sandbox for a Markdown table cell or line: no
+/// HTML, no mentions, no links, no table breaks, no line breaks, clipped.
+pub fn untrusted_text(text: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    for c in text.chars().take(max_chars) {
+        match c {
+            '\n' | '\r' | '\t' => out.push(' '),
+            '|' => out.push_str("\\|"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '[' => out.push_str("\\["),
+            ']' => out.push_str("\\]"),
+            '`' => out.push('\''),
+            // A zero-width joiner after @ and # stops mentions and issue links.
+            '@' => out.push_str("@\u{200d}"),
+            '#' => out.push_str("#\u{200d}"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    if text.chars().count() > max_chars {
+        out.push('…');
+    }
+    out
+}
+
+fn slug(path: &str) -> String {
+    let mut out = String::new();
+    for c in path.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').chars().take(48).collect()
+}
+
+/// The finding set's identity: sorted vulnerability ids.
+pub fn finding_ids(findings: &[Finding]) -> Vec<String> {
+    let mut ids: Vec<String> = findings.iter().map(|f| f.id.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// The head branch: `patchpilot/<dockerfile>-<8 hex of the finding set>`.
+/// Chosen when the PR is first opened and kept for its whole life (later
+/// findings update that PR rather than opening another).
+pub fn branch_name(dockerfile: &str, findings: &[Finding]) -> String {
+    let mut h = Sha256::new();
+    for id in finding_ids(findings) {
+        h.update(id.as_bytes());
+        h.update([0]);
+    }
+    let digest = hex::encode(h.finalize());
+    let name = match slug(dockerfile).as_str() {
+        "" => "dockerfile".to_owned(),
+        s => s.to_owned(),
+    };
+    format!("patchpilot/{name}-{}", &digest[..8])
+}
+
+/// PR title.
+pub fn title(dockerfile: &str, findings: &[Finding]) -> String {
+    let ids = finding_ids(findings);
+    match ids.as_slice() {
+        [] => format!("Update {dockerfile}"),
+        [one] => format!("Fix {one} in {dockerfile}"),
+        [first, rest @ ..] => format!("Fix {first} and {} more in {dockerfile}", rest.len()),
+    }
+}
+
+/// The commit message: a subject, the changes, and every CVE.
+pub fn commit_message(dockerfile: &str, findings: &[Finding], summary: &RunSummary) -> String {
+    let mut msg = title(dockerfile, findings);
+    msg.push_str("\n\n");
+    for step in summary.steps.iter().take(20) {
+        msg.push_str(&format!("- {}\n", untrusted_text(&step.summary, 200)));
+    }
+    if !summary.steps.is_empty() {
+        msg.push('\n');
+    }
+    msg.push_str(&format!("Fixes: {}\n", finding_ids(findings).join(", ")));
+    msg
+}
+
+fn severity_word(s: Severity) -> String {
+    format!("{s:?}").to_ascii_lowercase()
+}
+
+/// The PR body.
+pub fn body(
+    remediation_id: &str,
+    revision: u32,
+    dockerfile: &str,
+    findings: &[Finding],
+    summary: &RunSummary,
+) -> String {
+    let after: BTreeMap<(String, String), &VerificationRow> = summary
+        .verification
+        .iter()
+        .flat_map(|v| v.rows.iter())
+        .map(|r| ((r.finding.id.clone(), r.finding.package.clone()), r))
+        .collect();
+    let mut b = String::new();
+    b.push_str(&format!(
+        "PatchPilot fixes {} vulnerabilities in `{}`.\n\n",
+        finding_ids(findings).len(),
+        untrusted_text(dockerfile, 200)
+    ));
+    b.push_str("### Findings\n\n| CVE | package | from → to | severity |\n|---|---|---|---|\n");
+    let mut sorted: Vec<&Finding> = findings.iter().collect();
+    sorted.sort_by(|a, b| b.severity.cmp(&a.severity).then_with(|| a.id.cmp(&b.id)));
+    for f in sorted {
+        let to = after
+            .get(&(f.id.clone(), f.package.name.clone()))
+            .and_then(|r| r.version_after.clone())
+            .or_else(|| f.fixed_versions.first().cloned())
+            .unwrap_or_else(|| "—".into());
+        b.push_str(&format!(
+            "| {} | {} | {} → {} | {} |\n",
+            untrusted_text(&f.id, 40),
+            untrusted_text(&f.package.name, 80),
+            untrusted_text(&f.package.version, 60),
+            untrusted_text(&to, 60),
+            severity_word(f.severity)
+        ));
+    }
+    b.push_str("\n### Verification\n\n");
+    match &summary.verification {
+        Some(v) => {
+            let fixed = summary.count("fixed");
+            let present = summary.count("present");
+            let introduced = summary.count("introduced");
+            b.push_str(&format!(
+                "The image was rebuilt (`{}`, {:.1} s) and rescanned: **{fixed} fixed**, {present} still present, {introduced} introduced (before: {} assessed).\n",
+                untrusted_text(&v.image, 120),
+                v.build_time as f64 / 1000.0,
+                fixed + present
+            ));
+        }
+        None => b.push_str("The run did not report a build and rescan.\n"),
+    }
+    b.push_str("\n### What changed and why\n\n");
+    if summary.steps.is_empty() {
+        b.push_str(&format!("{}\n", untrusted_text(&summary.summary, 500)));
+    }
+    for step in summary.steps.iter().take(20) {
+        b.push_str(&format!(
+            "- **{}**: {}\n",
+            untrusted_text(&step.summary, 200),
+            untrusted_text(&step.reason, 600)
+        ));
+    }
+    if !summary.refusals.is_empty() {
+        b.push_str(&format!(
+            "\n{} finding(s) could not be fixed; see the run's result for why.\n",
+            summary.refusals.len()
+        ));
+    }
+    b.push_str(&format!("\n{BODY_MARKER}{remediation_id} revision={revision} -->\n"));
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use patchpilot_fleet::model::Package;
+
+    fn finding(id: &str, package: &str, version: &str, fixed: &str, severity: Severity) -> Finding {
+        Finding {
+            id: id.into(),
+            aliases: vec![],
+            package: Package {
+                name: package.into(),
+                version: version.into(),
+                kind: "apk".into(),
+                ecosystem: "Alpine:v3.19".into(),
+                source_name: String::new(),
+                source_version: String::new(),
+                path: String::new(),
+                layer: String::new(),
+                purl: String::new(),
+            },
+            fixed_versions: vec![fixed.into()],
+            severity,
+            cvss: vec![],
+            title: String::new(),
+        }
+    }
+
+    #[test]
+    fn branch_names_come_from_the_dockerfile_and_the_finding_set() {
+        let a = [finding("CVE-2024-2511", "libssl3", "3.1.4-r5", "3.1.4-r6", Severity::High)];
+        let b = [finding("CVE-2024-0727", "libssl3", "3.1.4-r5", "3.1.4-r6", Severity::Medium)];
+        let name = branch_name("services/api/Dockerfile", &a);
+        assert!(name.starts_with("patchpilot/services-api-dockerfile-"), "{name}");
+        assert_eq!(name, branch_name("services/api/Dockerfile", &a));
+        assert_ne!(name, branch_name("services/api/Dockerfile", &b));
+        assert_ne!(name, branch_name("Dockerfile", &a));
+    }
+
+    #[test]
+    fn the_body_has_the_table_the_evidence_and_no_live_markup_from_the_run() {
+        let findings = [
+            finding("CVE-2024-2511", "libssl3", "3.1.4-r5", "3.1.4-r6", Severity::High),
+            finding("CVE-2024-0727", "libcrypto3", "3.1.4-r5", "3.1.4-r6", Severity::Medium),
+        ];
+        let result = serde_json::json!({
+            "summary": "bumped",
+            "steps": [{"summary": "bump golang 1.22.1-alpine3.19 → 1.22.2-alpine3.19", "reason": "fixes openssl @security-team see [here](http://evil) <img src=x>"}],
+            "verification": {"image": "pp-verify:1", "build_time": 12345, "rows": [
+                {"finding": {"id": "CVE-2024-2511", "package": "libssl3"}, "status": "fixed", "version_after": "3.1.4-r6"},
+                {"finding": {"id": "CVE-2024-0727", "package": "libcrypto3"}, "status": "fixed", "version_after": "3.1.4-r6"}
+            ]}
+        });
+        let summary = RunSummary::parse(result.to_string().as_bytes());
+        let body = body("rem-1", 2, "Dockerfile", &findings, &summary);
+        assert!(body.contains("| CVE-2024-2511 | libssl3 | 3.1.4-r5 → 3.1.4-r6 | high |"), "{body}");
+        assert!(body.contains("**2 fixed**, 0 still present, 0 introduced"), "{body}");
+        assert!(body.contains("bump golang 1.22.1-alpine3.19 → 1.22.2-alpine3.19"));
+        assert!(
+            !body.contains("@security-team") && !body.contains("[here](http") && !body.contains("<img"),
+            "{body}"
+        );
+        assert!(body.contains("<!-- patchpilot:remediation=rem-1 revision=2 -->"));
+        // High before medium.
+        assert!(body.find("CVE-2024-2511").unwrap_or(usize::MAX) < body.find("CVE-2024-0727").unwrap_or(0));
+    }
+
+    #[test]
+    fn commit_messages_list_every_cve() {
+        let findings = [
+            finding("CVE-2024-2511", "libssl3", "1", "2", Severity::High),
+            finding("CVE-2024-0727", "libcrypto3", "1", "2", Severity::Medium),
+        ];
+        let msg = commit_message("Dockerfile", &findings, &RunSummary::default());
+        assert!(msg.starts_with("Fix CVE-2024-0727 and 1 more in Dockerfile\n"));
+        assert!(msg.ends_with("Fixes: CVE-2024-0727, CVE-2024-2511\n"));
+    }
+}

@@ -1,1 +1,0 @@
-//! Vetting (being written).

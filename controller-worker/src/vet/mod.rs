@@ -1,0 +1,650 @@
+//! Vetting: the gate between a sandbox run's patch and a published commit.
+//!
+//! [`vet_patch`] applies the patch a run returned (a `git diff --binary`
+//! against the clone's HEAD) to the controller's own clone and decides
+//! whether it may be published, naming every file it refuses and why:
+//! unsafe or git-internal paths, empty files, executables and archives,
+//! build output, CI definitions, symlinks that leave the repository,
+//! oversize files, secret-looking text, oversize diffs, and — for a repair —
+//! any undoing of the first run's version edits. An accepted patch is left
+//! staged and uncommitted for the publisher; a refused one leaves nothing
+//! behind.
+//!
+//! What it must never do:
+//! - run repository code: git runs only through [`crate::git::Git`] (hooks,
+//!   fsmonitor, attribute files and filters off), and files are read for
+//!   their first bytes and lines, never executed, built or interpreted;
+//! - trust the patch's metadata beyond parsing it: paths are checked before
+//!   git sees the patch, the set of files git actually changed is compared
+//!   against what the headers declared, and sizes, kinds and link targets
+//!   are read from the applied tree, not from the patch;
+//! - write to `.git/`, `.gitmodules` or `.gitattributes`, or leave a
+//!   half-applied tree behind after a refusal.
+
+mod content;
+mod patch;
+mod repair;
+mod rules;
+pub mod secrets;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::git::{Git, GitError};
+pub use content::{BinaryKind, sniff};
+pub use repair::required_edits_from_patch;
+
+/// The `path` of findings about the patch as a whole.
+pub const WHOLE_PATCH: &str = "(patch)";
+
+/// Most secret findings reported for one file; the rest are counted.
+const SECRETS_PER_FILE: usize = 10;
+
+/// What vetting allows; per repository in the controller's config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VetPolicy {
+    /// Largest file the patch may leave, in bytes.
+    pub max_file_bytes: u64,
+    /// Most lines the patch may add plus remove, vendored lines aside when
+    /// [`VetPolicy::allow_vendor`] is set.
+    pub max_changed_lines: u64,
+    /// Whether lines under [`VetPolicy::vendor_dirs`] are exempt from the
+    /// line cap (a vendored dependency bump).
+    pub allow_vendor: bool,
+    /// Folder names that root a vendor tree, anywhere in a path.
+    pub vendor_dirs: Vec<String>,
+    /// Folder names whose contents are build output, anywhere in a path
+    /// outside a vendor tree. `build` is not in the defaults: Go's common
+    /// layout keeps Dockerfiles and packaging scripts under `build/`, and
+    /// compiled files there are caught by their content and extension.
+    pub build_output_dirs: Vec<String>,
+    /// File extensions of compiled output, without the dot.
+    pub build_output_extensions: Vec<String>,
+}
+
+impl Default for VetPolicy {
+    fn default() -> Self {
+        let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect();
+        VetPolicy {
+            max_file_bytes: 1024 * 1024,
+            max_changed_lines: 5_000,
+            allow_vendor: false,
+            vendor_dirs: strings(&["vendor", "third_party"]),
+            build_output_dirs: strings(&["target", "node_modules", "dist", "__pycache__"]),
+            build_output_extensions: strings(&[
+                "o", "obj", "a", "lib", "so", "dylib", "dll", "exe", "pyc", "pyo", "class",
+            ]),
+        }
+    }
+}
+
+/// Which kind of sandbox run produced the patch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    /// The first run: remediate the findings.
+    #[default]
+    Remediate,
+    /// A repair after CI failed: forward fixes only.
+    Repair,
+}
+
+/// An edit of the first run that a repair must keep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequiredEdit {
+    /// Repository-relative path.
+    pub path: String,
+    /// Text some line of the file must still contain.
+    pub must_contain: String,
+    /// Text no line may contain again (lines that also contain
+    /// `must_contain` excepted).
+    pub must_not_contain: Option<String>,
+}
+
+/// What the patch is for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VetContext {
+    /// Remediation or repair.
+    pub kind: RunKind,
+    /// Edits that must survive; usually [`required_edits_from_patch`] of
+    /// the first run's patch. Checked whenever non-empty.
+    pub required_edits: Vec<RequiredEdit>,
+    /// The repository's name, for spotting a compiled copy of its own
+    /// program; the clone's folder name when absent.
+    pub repo_name: Option<String>,
+}
+
+impl VetContext {
+    /// A first run.
+    pub fn remediate() -> Self {
+        VetContext::default()
+    }
+    /// A repair run that must keep `required_edits`.
+    pub fn repair(required_edits: Vec<RequiredEdit>) -> Self {
+        VetContext { kind: RunKind::Repair, required_edits, repo_name: None }
+    }
+}
+
+/// Why a file (or the patch) was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    /// Not well-formed `git diff` output, or git changed something the
+    /// headers did not declare.
+    Malformed,
+    /// Absolute, `..`, or otherwise outside the working tree.
+    UnsafePath,
+    /// `.git/`, `.gitmodules`, `.gitattributes`, or a submodule.
+    GitMetadata,
+    /// git could not apply the patch to HEAD.
+    DoesNotApply,
+    /// Empty after the change.
+    Empty,
+    /// An executable or archive.
+    Binary,
+    /// Build output.
+    BuildOutput,
+    /// A CI definition.
+    CiDefinition,
+    /// A symlink leading out of the repository.
+    SymlinkEscape,
+    /// Over the per-file size cap.
+    Oversize,
+    /// Added text that looks like a secret or token.
+    Secret,
+    /// More changed lines than the policy allows.
+    DiffTooLarge,
+    /// A repair undoes an edit of the first run.
+    RevertsFix,
+}
+
+impl RejectReason {
+    /// A short label.
+    pub fn label(self) -> &'static str {
+        match self {
+            RejectReason::Malformed => "malformed patch",
+            RejectReason::UnsafePath => "unsafe path",
+            RejectReason::GitMetadata => "git metadata",
+            RejectReason::DoesNotApply => "does not apply",
+            RejectReason::Empty => "empty file",
+            RejectReason::Binary => "binary",
+            RejectReason::BuildOutput => "build output",
+            RejectReason::CiDefinition => "CI definition",
+            RejectReason::SymlinkEscape => "symlink leaves the repository",
+            RejectReason::Oversize => "file too large",
+            RejectReason::Secret => "looks like a secret",
+            RejectReason::DiffTooLarge => "diff too large",
+            RejectReason::RevertsFix => "reverts a fix",
+        }
+    }
+
+    /// Findings that stop the patch before git applies it.
+    fn blocks_apply(self) -> bool {
+        matches!(self, RejectReason::Malformed | RejectReason::UnsafePath | RejectReason::GitMetadata)
+    }
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// One refused file and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    /// Repository-relative path, or [`WHOLE_PATCH`].
+    pub path: String,
+    /// Why.
+    pub reason: RejectReason,
+    /// Specifics (never a secret's value).
+    pub detail: String,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} ({})", self.path, self.reason, self.detail)
+    }
+}
+
+/// How a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// New (copies included).
+    Added,
+    /// Changed in place (content or mode).
+    Modified,
+    /// Removed.
+    Deleted,
+    /// Moved, maybe with edits.
+    Renamed,
+}
+
+/// One file the patch touches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// Path after the change (before, for a deletion).
+    pub path: String,
+    /// The source of a rename or copy.
+    pub old_path: Option<String>,
+    /// How it changed.
+    pub kind: ChangeKind,
+    /// Carried as a git binary patch.
+    pub binary: bool,
+    /// Size in the working tree after applying; `None` for a deletion or
+    /// when the patch was refused before applying.
+    pub size: Option<u64>,
+}
+
+/// The verdict on a patch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VetReport {
+    /// True when nothing was refused; the change is then staged.
+    pub accepted: bool,
+    /// Every finding, sorted by path then reason.
+    pub rejections: Vec<Rejection>,
+    /// The files the patch touches, in patch order.
+    pub files: Vec<FileChange>,
+    /// Lines added, all files.
+    pub lines_added: u64,
+    /// Lines removed, all files.
+    pub lines_removed: u64,
+    /// Lines added or removed under vendor trees.
+    pub vendor_lines: u64,
+}
+
+impl fmt::Display for VetReport {
+    /// Markdown: a verdict line, then each finding as `path: reason (detail)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = if self.accepted { "accepted" } else { "refused" };
+        writeln!(
+            f,
+            "**Vetting {verdict}**: {} files, +{} −{} lines ({} vendored)",
+            self.files.len(),
+            self.lines_added,
+            self.lines_removed,
+            self.vendor_lines
+        )?;
+        if !self.rejections.is_empty() {
+            writeln!(f)?;
+            for r in &self.rejections {
+                writeln!(f, "- `{}`: {} ({})", r.path, r.reason, r.detail)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Vetting could not reach a verdict (the controller's fault, not the
+/// patch's).
+#[derive(Debug, thiserror::Error)]
+pub enum VetError {
+    /// A git call failed outside applying the patch.
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// The clone has uncommitted changes to tracked files, which would be
+    /// published with the patch or destroyed by a reset.
+    #[error("the clone at {dir} has uncommitted changes: {changes}")]
+    DirtyClone {
+        /// The clone.
+        dir: String,
+        /// What `git status` listed (first lines).
+        changes: String,
+    },
+    /// Reading the applied tree failed.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Applies `patch` to the clone at `clone` and vets it; see the module
+/// documentation. On acceptance the change is staged (`git apply --index`)
+/// and not committed; on refusal the clone is back at HEAD (or untouched,
+/// when the refusal came before applying).
+pub async fn vet_patch(
+    clone: &Path,
+    patch: &[u8],
+    policy: &VetPolicy,
+    context: &VetContext,
+) -> Result<VetReport, VetError> {
+    let git = Git::new(clone);
+    let mut rejections = Vec::new();
+    let reject = |rejections: &mut Vec<Rejection>, path: &str, reason, detail: String| {
+        rejections.push(Rejection { path: path.to_owned(), reason, detail });
+    };
+
+    let files = match patch::parse(patch) {
+        Ok(files) => files,
+        Err(e) => {
+            let detail = format!("line {}: {}", e.line, e.message);
+            // Unparsed means unchecked: git never sees it.
+            return Ok(finish(
+                vec![Rejection { path: WHOLE_PATCH.into(), reason: RejectReason::Malformed, detail }],
+                &[],
+                0,
+            ));
+        }
+    };
+    if files.is_empty() {
+        reject(&mut rejections, WHOLE_PATCH, RejectReason::Malformed, "the patch changes no files".into());
+        return Ok(finish(rejections, &[], 0));
+    }
+
+    // Checks on the patch alone, before git runs.
+    let mut vendor_lines = 0u64;
+    let mut links_created = BTreeSet::new();
+    for file in &files {
+        let path = file.path();
+        if let Some((reason, detail)) = rules::unsafe_header(&file.header) {
+            reject(&mut rejections, path, reason, detail);
+        }
+        let names: BTreeSet<&String> =
+            file.names.iter().chain(&file.old_path).chain(&file.new_path).collect();
+        for name in names {
+            if let Some((reason, detail)) = rules::unsafe_path(name) {
+                reject(&mut rejections, name, reason, detail);
+            }
+        }
+        if file.old_mode == Some(0o160000) || file.new_mode == Some(0o160000) {
+            reject(&mut rejections, path, RejectReason::GitMetadata, "a submodule (gitlink) entry".into());
+        }
+        if file.binary_without_data {
+            let detail = "binary change without its data (the patch was not made with --binary)".into();
+            reject(&mut rejections, path, RejectReason::Malformed, detail);
+        }
+        if file.new_mode == Some(0o120000)
+            && let Some(p) = &file.new_path
+        {
+            links_created.insert(p.clone());
+        }
+        if let Some(what) =
+            rules::ci_definition(path).or_else(|| file.old_path.as_deref().and_then(rules::ci_definition))
+        {
+            reject(
+                &mut rejections,
+                path,
+                RejectReason::CiDefinition,
+                format!("{what}: CI is changed by people, not runs"),
+            );
+        }
+        if file.op != patch::Op::Deleted
+            && let Some(why) = rules::build_output(path, policy)
+        {
+            reject(&mut rejections, path, RejectReason::BuildOutput, why);
+        }
+        if rules::vendor_depth(path, policy).is_some() {
+            vendor_lines += file.added + file.removed;
+        }
+        scan_secrets(patch, file, &mut rejections);
+    }
+    // Writing through a symlink (one in the tree, or one this patch
+    // creates) would land outside the path that was checked.
+    for file in &files {
+        for name in file.old_path.iter().chain(&file.new_path) {
+            if let Some(link) = through_symlink(clone, name, &links_created) {
+                reject(
+                    &mut rejections,
+                    name,
+                    RejectReason::UnsafePath,
+                    format!("written through the symlink {link}"),
+                );
+            }
+        }
+    }
+    let lines_added: u64 = files.iter().map(|f| f.added).sum();
+    let lines_removed: u64 = files.iter().map(|f| f.removed).sum();
+    let counted = lines_added + lines_removed - if policy.allow_vendor { vendor_lines } else { 0 };
+    if counted > policy.max_changed_lines {
+        let vendor = if vendor_lines == 0 {
+            String::new()
+        } else if policy.allow_vendor {
+            format!(", {vendor_lines} vendored lines not counted")
+        } else {
+            format!(", {vendor_lines} of them vendored, which this policy counts")
+        };
+        let detail = format!("{counted} changed lines over the cap of {}{vendor}", policy.max_changed_lines);
+        reject(&mut rejections, WHOLE_PATCH, RejectReason::DiffTooLarge, detail);
+    }
+
+    let mut changes = file_changes(&files);
+    if rejections.iter().any(|r| r.reason.blocks_apply()) {
+        return Ok(finish_with(rejections, changes, lines_added, lines_removed, vendor_lines));
+    }
+
+    // A clean start: otherwise staged leftovers would be published with the
+    // patch, or destroyed by the reset after a refusal.
+    let status = git.run(&["status", "--porcelain=v1", "--untracked-files=no"]).await?.text();
+    if !status.is_empty() {
+        let changes = status.lines().take(5).collect::<Vec<_>>().join("; ");
+        return Err(VetError::DirtyClone { dir: clone.display().to_string(), changes });
+    }
+
+    if let Err(e) =
+        git.run_with_input(&["apply", "--index", "--binary", "--whitespace=nowarn", "-"], patch).await
+    {
+        if e.detail.starts_with("cannot start git") {
+            return Err(e.into());
+        }
+        reject(&mut rejections, WHOLE_PATCH, RejectReason::DoesNotApply, first_lines(&e.detail, 3));
+        reset(&git).await?;
+        return Ok(finish_with(rejections, changes, lines_added, lines_removed, vendor_lines));
+    }
+
+    // From here on the tree holds the patch; any refusal resets it.
+    let verdict = vet_applied(&git, clone, &files, &mut changes, policy, context, &mut rejections).await;
+    if let Err(e) = verdict {
+        reset(&git).await?;
+        return Err(e);
+    }
+    if !rejections.is_empty() {
+        reset(&git).await?;
+    }
+    Ok(finish_with(rejections, changes, lines_added, lines_removed, vendor_lines))
+}
+
+/// Checks on the applied tree.
+async fn vet_applied(
+    git: &Git,
+    clone: &Path,
+    files: &[patch::FileDiff],
+    changes: &mut [FileChange],
+    policy: &VetPolicy,
+    context: &VetContext,
+    rejections: &mut Vec<Rejection>,
+) -> Result<(), VetError> {
+    // What git actually changed, against what the headers declared: a
+    // difference means the two read the patch differently.
+    let raw = git.run(&["diff", "--cached", "--raw", "-z", "--no-renames", "--no-abbrev", "HEAD"]).await?;
+    let mut declared: BTreeSet<&str> = BTreeSet::new();
+    for file in files {
+        declared.extend(file.old_path.as_deref().filter(|_| file.op != patch::Op::Copied));
+        declared.extend(file.new_path.as_deref());
+    }
+    let mut actual = BTreeSet::new();
+    let mut fields = raw.stdout.split(|&b| b == 0);
+    while let Some(meta) = fields.next() {
+        if meta.is_empty() {
+            continue;
+        }
+        let Some(path) = fields.next() else { break };
+        let path = String::from_utf8_lossy(path).into_owned();
+        let meta = String::from_utf8_lossy(meta);
+        // `:old new sha sha status`: a gitlink is mode 160000.
+        if meta.split(' ').take(2).any(|m| m.trim_start_matches(':') == "160000") {
+            rejections.push(Rejection {
+                path: path.clone(),
+                reason: RejectReason::GitMetadata,
+                detail: "a submodule (gitlink) entry".into(),
+            });
+        }
+        actual.insert(path);
+    }
+    for path in &actual {
+        if !declared.contains(path.as_str()) {
+            rejections.push(Rejection {
+                path: path.clone(),
+                reason: RejectReason::Malformed,
+                detail: "git changed this file, which the patch headers do not name".into(),
+            });
+        }
+    }
+
+    let main_names = content::main_names(clone, context.repo_name.as_deref());
+    for (file, change) in files.iter().zip(changes.iter_mut()) {
+        let Some(path) = file.new_path.as_deref() else { continue };
+        let full = clone.join(path);
+        let meta = std::fs::symlink_metadata(&full)
+            .map_err(|source| VetError::Io { path: path.to_owned(), source })?;
+        change.size = Some(meta.len());
+        let mut reject =
+            |reason, detail: String| rejections.push(Rejection { path: path.to_owned(), reason, detail });
+        if meta.file_type().is_symlink() {
+            let target =
+                std::fs::read_link(&full).map_err(|source| VetError::Io { path: path.to_owned(), source })?;
+            if let Some(why) = content::symlink_escapes(clone, path, &target) {
+                reject(RejectReason::SymlinkEscape, why);
+            }
+            continue;
+        }
+        if meta.len() == 0 {
+            reject(RejectReason::Empty, "0 bytes after the change".into());
+            continue;
+        }
+        if meta.len() > policy.max_file_bytes {
+            reject(RejectReason::Oversize, format!("{} bytes, cap {}", meta.len(), policy.max_file_bytes));
+        }
+        let (head, pe) =
+            content::read_head(&full).map_err(|source| VetError::Io { path: path.to_owned(), source })?;
+        if let Some(kind) = content::sniff(&head, pe) {
+            match kind {
+                BinaryKind::JavaClass => reject(RejectReason::BuildOutput, "a compiled Java class".into()),
+                _ => reject(RejectReason::Binary, kind.describe().into()),
+            }
+            if let BinaryKind::Executable(_) = kind {
+                let name = path.rsplit('/').next().unwrap_or(path).to_lowercase();
+                let stem = name.strip_suffix(".exe").unwrap_or(&name);
+                if main_names.iter().any(|m| m == stem) {
+                    reject(
+                        RejectReason::BuildOutput,
+                        format!("a compiled copy of the repository's own program `{stem}`"),
+                    );
+                }
+            }
+        }
+    }
+
+    if context.kind == RunKind::Repair || !context.required_edits.is_empty() {
+        for edit in &context.required_edits {
+            if let Some(r) = repair::check(clone, edit) {
+                rejections.push(r);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The symlink, if any, that writing `path` would go through: a folder on
+/// the way that is a symlink in the tree or one the patch creates.
+fn through_symlink(clone: &Path, path: &str, created: &BTreeSet<String>) -> Option<String> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let mut prefix = String::new();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        if created.contains(&prefix) {
+            return Some(prefix);
+        }
+        match std::fs::symlink_metadata(clone.join(&prefix)) {
+            Ok(m) if m.file_type().is_symlink() => return Some(prefix),
+            Ok(_) => {}
+            // Nothing further down can be a link that exists.
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+fn scan_secrets(patch: &[u8], file: &patch::FileDiff, rejections: &mut Vec<Rejection>) {
+    let mut found = 0usize;
+    for line in file.lines.iter().filter(|l| l.op == b'+') {
+        let Some(m) = secrets::find_secret(&patch[line.text.clone()]) else { continue };
+        found += 1;
+        if found <= SECRETS_PER_FILE {
+            rejections.push(Rejection {
+                path: file.path().to_owned(),
+                reason: RejectReason::Secret,
+                detail: format!("line {}: {} {}", line.line_no, m.kind, m.redacted),
+            });
+        }
+    }
+    if found > SECRETS_PER_FILE {
+        rejections.push(Rejection {
+            path: file.path().to_owned(),
+            reason: RejectReason::Secret,
+            detail: format!("and {} more secret-looking lines", found - SECRETS_PER_FILE),
+        });
+    }
+}
+
+fn file_changes(files: &[patch::FileDiff]) -> Vec<FileChange> {
+    files
+        .iter()
+        .map(|f| FileChange {
+            path: f.path().to_owned(),
+            old_path: if matches!(f.op, patch::Op::Renamed | patch::Op::Copied) {
+                f.old_path.clone()
+            } else {
+                None
+            },
+            kind: match f.op {
+                patch::Op::Added | patch::Op::Copied => ChangeKind::Added,
+                patch::Op::Modified => ChangeKind::Modified,
+                patch::Op::Deleted => ChangeKind::Deleted,
+                patch::Op::Renamed => ChangeKind::Renamed,
+            },
+            binary: f.binary || f.binary_without_data,
+            size: None,
+        })
+        .collect()
+}
+
+/// Back to HEAD: tracked files restored, everything untracked (ignored
+/// files included) removed, so no half-applied file survives a refusal.
+async fn reset(git: &Git) -> Result<(), VetError> {
+    git.run(&["reset", "-q", "--hard", "HEAD"]).await?;
+    git.run(&["clean", "-q", "-ffdx"]).await?;
+    Ok(())
+}
+
+fn finish(rejections: Vec<Rejection>, files: &[patch::FileDiff], vendor_lines: u64) -> VetReport {
+    let added = files.iter().map(|f| f.added).sum();
+    let removed = files.iter().map(|f| f.removed).sum();
+    finish_with(rejections, file_changes(files), added, removed, vendor_lines)
+}
+
+fn finish_with(
+    mut rejections: Vec<Rejection>,
+    files: Vec<FileChange>,
+    lines_added: u64,
+    lines_removed: u64,
+    vendor_lines: u64,
+) -> VetReport {
+    rejections.sort_by(|a, b| (&a.path, a.reason).cmp(&(&b.path, b.reason)));
+    rejections.dedup();
+    VetReport { accepted: rejections.is_empty(), rejections, files, lines_added, lines_removed, vendor_lines }
+}
+
+fn first_lines(text: &str, n: usize) -> String {
+    text.lines().take(n).collect::<Vec<_>>().join(" / ")
+}
