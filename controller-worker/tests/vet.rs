@@ -499,3 +499,41 @@ async fn a_patch_that_does_not_apply_is_refused_and_malformed_input_is_named() {
     assert_has(&report, "(patch)", RejectReason::Malformed);
     assert_eq!(repo.status().await, "");
 }
+
+#[tokio::test]
+async fn renames_deletions_and_mode_changes_are_listed_by_kind() {
+    let repo = repo().await;
+    let patch = repo
+        .patch(|d| {
+            std::fs::rename(d.join("docs/guide.md"), d.join("docs/handbook.md")).expect("rename");
+            std::fs::remove_file(d.join("vendor/modules.txt")).expect("remove");
+            let script = d.join("cmd/webapp/main.go");
+            std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .expect("chmod");
+        })
+        .await;
+    let report = vet_patch(&repo.controller, &patch, &VetPolicy::default(), &VetContext::remediate())
+        .await
+        .expect("vets");
+    assert!(report.accepted, "{report}");
+    let kinds: Vec<(&str, ChangeKind)> = report.files.iter().map(|f| (f.path.as_str(), f.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("cmd/webapp/main.go", ChangeKind::Modified),
+            ("docs/handbook.md", ChangeKind::Renamed),
+            ("vendor/modules.txt", ChangeKind::Deleted),
+        ]
+    );
+    assert_eq!(report.files[1].old_path.as_deref(), Some("docs/guide.md"));
+    let staged = git(&repo.controller, &["diff", "--cached", "--name-status", "-M"]).await;
+    assert!(staged.contains("R100\tdocs/guide.md\tdocs/handbook.md"), "{staged}");
+
+    // A binary change without its data cannot be vetted or applied.
+    git(&repo.controller, &["reset", "-q", "--hard"]).await;
+    let no_data = b"diff --git a/logo.png b/logo.png\nnew file mode 100644\nindex 0000000..8274d31\nBinary files /dev/null and b/logo.png differ\n";
+    let report = vet_patch(&repo.controller, no_data, &VetPolicy::default(), &VetContext::remediate())
+        .await
+        .expect("vets");
+    assert_has(&report, "logo.png", RejectReason::Malformed);
+}

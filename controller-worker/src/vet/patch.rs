@@ -445,10 +445,13 @@ fn plain_name(v: &str) -> Result<String, String> {
     Ok(v.to_owned())
 }
 
+/// Old and new name from a `diff --git` line.
+type HeaderNames = (Option<String>, Option<String>);
+
 /// The two names of `a/X b/Y`, as git reads them: quoted names are exact;
 /// unquoted, the line is split where both halves name the same file, and
 /// left unknown (`Ok(None)`) otherwise, for the other headers to settle.
-fn header_names(header: &str) -> Result<Option<(Option<String>, Option<String>)>, String> {
+fn header_names(header: &str) -> Result<Option<HeaderNames>, String> {
     if header.starts_with('"') {
         let (first, rest) = unquote(header)?;
         let rest = rest.trim_start_matches(' ');
