@@ -6,3 +6,4 @@ pub mod notify;
 pub mod publish;
 pub mod triage;
 pub mod vet;
+pub mod workspace;
