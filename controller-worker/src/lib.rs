@@ -1,7 +1,32 @@
-//! PatchPilot's controller (being assembled).
+//! PatchPilot's controller: the deterministic PR lifecycle, and the only
+//! part of PatchPilot that can write to a forge.
+//!
+//! What it owns:
+//! - the forges behind one trait ([`forge`]): GitHub through octocrab as a
+//!   GitHub App with tokens scoped to one repository, and a local forge of
+//!   bare repositories, pull requests in Postgres and a local CI runner;
+//! - git, run only with the repository's hooks and config kept from
+//!   running code ([`git`]), with tokens served from memory
+//!   ([`forge::credential`]);
+//! - workspace preparation for sandbox runs ([`workspace`]);
+//! - vetting of what a run sends back ([`vet`]);
+//! - what a PR says ([`publish`]) and how CI failures are triaged
+//!   ([`triage`]);
+//! - the lifecycle's state machine ([`lifecycle`]) and notifications
+//!   ([`notify`]).
+//!
+//! The executor that drives the state machine from the bus and Postgres,
+//! and the `patchpilot-controller` service around it, are not built yet.
+//!
+//! What it must never do: hand a forge credential to a sandbox, a child
+//! process other than its own git, a log or a file; apply a patch with the
+//! repository's hooks, filters or `.git` changes; let text from a
+//! repository, a CI log or an advisory act as an instruction; revert a fix
+//! to make CI pass.
 
 pub mod forge;
 pub mod git;
+pub mod lifecycle;
 pub mod notify;
 pub mod publish;
 pub mod triage;

@@ -1,0 +1,563 @@
+//! The remediation lifecycle as a pure state machine: given the stored
+//! state and what just happened, the next state and the actions to take.
+//!
+//! ```text
+//! queued → preparing → remediating → vetting → publishing → ci_pending → succeeded
+//!                          ▲                                    │
+//!                          └──── repairing ◄── ci_failed ◄──────┘
+//!         any state → needs_human (repair limit, vet refusal) | failed | superseded
+//! ```
+//!
+//! Keeping the decisions here, free of I/O, is what makes the controller
+//! boring: the executor persists the new state *before* it performs the
+//! actions, and every action is idempotent (a run id derived from the
+//! remediation, revision and attempt; a branch pushed with a lease; a PR
+//! looked up by branch before it is opened; comments carrying a marker), so
+//! a crash between the two replays the actions without duplicating them.
+//!
+//! It must never choose to revert a fix: a CI failure the patch caused
+//! leads to a repair (forward fix) or to a person, never to dropping the
+//! change.
+
+use serde::{Deserialize, Serialize};
+
+/// Limits the machine enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Repair runs before the PR goes to a person.
+    pub max_repairs: u32,
+    /// Re-runs of infrastructure failures per head commit.
+    pub max_infra_retries: u32,
+    /// Sandbox runs that end in an infrastructure error, retried before the
+    /// remediation fails.
+    pub max_run_retries: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_repairs: 3, max_infra_retries: 2, max_run_retries: 2 }
+    }
+}
+
+/// Where a remediation is. Stored as JSON with the remediation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum State {
+    /// A job arrived; nothing done yet.
+    Queued,
+    /// Cloning and packing the workspace for a run.
+    Preparing {
+        /// Remediate or repair.
+        purpose: Purpose,
+    },
+    /// A sandbox run is working.
+    Running {
+        /// Remediate or repair.
+        purpose: Purpose,
+        /// The run's id.
+        run_id: String,
+    },
+    /// The run's patch is being vetted.
+    Vetting {
+        /// Remediate or repair.
+        purpose: Purpose,
+        /// The run whose patch it is.
+        run_id: String,
+    },
+    /// Committing, pushing, opening or updating the PR.
+    Publishing {
+        /// The run whose patch it is.
+        run_id: String,
+    },
+    /// Watching CI on the PR's head commit.
+    CiPending {
+        /// The commit CI runs on.
+        head_sha: String,
+    },
+    /// CI is green.
+    Succeeded,
+    /// Handed to a person.
+    NeedsHuman {
+        /// Why.
+        reason: String,
+    },
+    /// Gave up.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// The findings are gone or a newer revision replaced this work.
+    Superseded,
+}
+
+/// What a sandbox run is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// Fix the findings.
+    Remediate,
+    /// Forward-fix CI.
+    Repair,
+}
+
+/// Counters that survive state changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Repair runs requested so far.
+    pub repairs: u32,
+    /// Infrastructure re-runs on the current head commit.
+    pub infra_retries: u32,
+    /// Sandbox runs retried after infrastructure errors, this step.
+    pub run_retries: u32,
+    /// Runs requested so far (names the next run).
+    pub runs: u32,
+}
+
+/// How a sandbox run ended, as the controller sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEnd {
+    /// A patch came back.
+    Patch,
+    /// The run finished without changes.
+    NoChange {
+        /// The agent's reason.
+        reason: String,
+    },
+    /// The agent failed or hit a limit.
+    AgentFailed {
+        /// Why.
+        reason: String,
+    },
+    /// The VM or the host failed; worth retrying.
+    Infrastructure {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A failed check after triage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedCheck {
+    /// The check's id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// `Some(reason)` when triage says infrastructure.
+    pub infrastructure: Option<String>,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The planner published (a revision of) the job with findings.
+    Job,
+    /// The planner says the findings are all gone.
+    Resolved,
+    /// The workspace is packed; a run was requested under this id.
+    RunRequested {
+        /// Run id.
+        run_id: String,
+    },
+    /// The run ended.
+    RunEnded(RunEnd),
+    /// Vetting accepted the patch.
+    VetAccepted,
+    /// Vetting refused the patch.
+    VetRefused {
+        /// The report, for the PR comment and the hand-off.
+        report: String,
+    },
+    /// The branch is pushed and the PR open or updated at this commit.
+    Published {
+        /// The head commit.
+        head_sha: String,
+    },
+    /// Every check on the head passed.
+    ChecksPassed,
+    /// Checks finished and some failed.
+    ChecksFailed(Vec<FailedCheck>),
+    /// Something failed that is not the patch's or CI's (forge down): the
+    /// step is retried later, no state change.
+    StepError {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Something for the executor to do after the new state is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Clone, write `.patchpilot/`, pack, publish a SandboxRun with this id.
+    RequestRun {
+        /// Remediate or repair.
+        purpose: Purpose,
+        /// Deterministic run id.
+        run_id: String,
+    },
+    /// Fetch the run's patch and vet it.
+    Vet {
+        /// Remediate or repair (a repair's patch must keep the fix).
+        purpose: Purpose,
+        /// The run.
+        run_id: String,
+    },
+    /// Commit, push, open or update the PR.
+    Publish {
+        /// The run whose patch is published.
+        run_id: String,
+    },
+    /// Poll checks on the head.
+    WatchChecks {
+        /// The commit.
+        head_sha: String,
+    },
+    /// Re-run failed checks (infrastructure).
+    Rerun {
+        /// Check ids.
+        check_ids: Vec<String>,
+    },
+    /// Comment on the PR (with a marker so a replay does not repeat it).
+    Comment {
+        /// Marker that identifies this comment.
+        key: String,
+        /// Text.
+        body: String,
+    },
+    /// Add the hand-off label.
+    LabelNeedsHuman,
+    /// Send a notification.
+    Notify(Notice),
+    /// Close the PR with a comment (findings gone or superseded).
+    ClosePr {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Which notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// CI green.
+    Green,
+    /// Handed to a person.
+    NeedsHuman,
+    /// Gave up.
+    Failed,
+}
+
+/// The deterministic id of run number `n` of a remediation revision.
+pub fn run_id(remediation_id: &str, revision: u32, n: u32) -> String {
+    let clean: String =
+        remediation_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
+    format!("{clean}-r{revision}-{n}")
+}
+
+/// The machine for one remediation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Remediation id.
+    pub remediation_id: String,
+    /// Job revision being worked.
+    pub revision: u32,
+    /// Current state.
+    pub state: State,
+    /// Counters.
+    pub counters: Counters,
+    /// Whether a PR exists (so hand-offs and closes know where to talk).
+    pub has_pr: bool,
+}
+
+impl Machine {
+    /// A new machine for a job.
+    pub fn new(remediation_id: &str, revision: u32) -> Machine {
+        Machine {
+            remediation_id: remediation_id.to_owned(),
+            revision,
+            state: State::Queued,
+            counters: Counters::default(),
+            has_pr: false,
+        }
+    }
+
+    /// Whether nothing more will happen without a new job.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self.state,
+            State::Succeeded | State::NeedsHuman { .. } | State::Failed { .. } | State::Superseded
+        )
+    }
+
+    fn next_run(&mut self, purpose: Purpose) -> Vec<Action> {
+        self.counters.runs += 1;
+        let run_id = run_id(&self.remediation_id, self.revision, self.counters.runs);
+        self.state = State::Preparing { purpose };
+        vec![Action::RequestRun { purpose, run_id }]
+    }
+
+    fn hand_off(&mut self, reason: String) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if self.has_pr {
+            actions.push(Action::LabelNeedsHuman);
+            actions.push(Action::Comment {
+                key: format!("needs-human-r{}-{}", self.revision, self.counters.runs),
+                body: format!("PatchPilot is handing this pull request to a person.\n\n{reason}"),
+            });
+        }
+        actions.push(Action::Notify(Notice::NeedsHuman));
+        self.state = State::NeedsHuman { reason };
+        actions
+    }
+
+    fn fail(&mut self, reason: String) -> Vec<Action> {
+        self.state = State::Failed { reason };
+        vec![Action::Notify(Notice::Failed)]
+    }
+
+    /// Applies `event`; returns the actions to perform once the new state
+    /// is stored. Events that do not fit the state change nothing (a late
+    /// result of a superseded run, a duplicate delivery).
+    pub fn on(&mut self, event: Event, limits: &Limits) -> Vec<Action> {
+        use State::*;
+        match (self.state.clone(), event) {
+            (_, Event::StepError { .. }) => Vec::new(),
+            (_, Event::Resolved) => {
+                let actions = if self.has_pr {
+                    vec![Action::ClosePr {
+                        reason: "The findings this pull request fixes are gone from the image.".into(),
+                    }]
+                } else {
+                    Vec::new()
+                };
+                self.state = Superseded;
+                actions
+            }
+            (Queued, Event::Job) => self.next_run(Purpose::Remediate),
+            // A newer revision restarts the work from the current state of
+            // the PR: a fresh remediation run on the new finding set.
+            (state, Event::Job) if !matches!(state, Queued) => {
+                self.counters.repairs = 0;
+                self.counters.infra_retries = 0;
+                self.counters.run_retries = 0;
+                self.next_run(Purpose::Remediate)
+            }
+            (Preparing { purpose }, Event::RunRequested { run_id }) => {
+                self.state = Running { purpose, run_id };
+                Vec::new()
+            }
+            (Running { purpose, run_id }, Event::RunEnded(end)) => match end {
+                RunEnd::Patch => {
+                    self.counters.run_retries = 0;
+                    self.state = Vetting { purpose, run_id: run_id.clone() };
+                    vec![Action::Vet { purpose, run_id }]
+                }
+                RunEnd::NoChange { reason } => self.hand_off(format!("The run made no change: {reason}")),
+                RunEnd::AgentFailed { reason } => self.hand_off(format!("The run failed: {reason}")),
+                RunEnd::Infrastructure { reason } => {
+                    if self.counters.run_retries >= limits.max_run_retries {
+                        self.fail(format!("sandbox runs kept failing: {reason}"))
+                    } else {
+                        self.counters.run_retries += 1;
+                        self.next_run(purpose)
+                    }
+                }
+            },
+            (Vetting { run_id, .. }, Event::VetAccepted) => {
+                self.state = Publishing { run_id: run_id.clone() };
+                vec![Action::Publish { run_id }]
+            }
+            (Vetting { .. }, Event::VetRefused { report }) => {
+                self.hand_off(format!("Vetting refused the run's patch:\n\n{report}"))
+            }
+            (Publishing { .. }, Event::Published { head_sha }) => {
+                self.has_pr = true;
+                self.counters.infra_retries = 0;
+                self.state = CiPending { head_sha: head_sha.clone() };
+                vec![Action::WatchChecks { head_sha }]
+            }
+            (CiPending { .. }, Event::ChecksPassed) => {
+                self.state = Succeeded;
+                vec![Action::Notify(Notice::Green)]
+            }
+            (CiPending { head_sha }, Event::ChecksFailed(failed)) => {
+                let patch_caused: Vec<&FailedCheck> =
+                    failed.iter().filter(|c| c.infrastructure.is_none()).collect();
+                if patch_caused.is_empty() {
+                    if self.counters.infra_retries >= limits.max_infra_retries {
+                        let reasons: Vec<String> =
+                            failed.iter().filter_map(|c| c.infrastructure.clone()).collect();
+                        return self.hand_off(format!(
+                            "CI kept failing for infrastructure reasons after {} re-runs: {}",
+                            self.counters.infra_retries,
+                            reasons.join("; ")
+                        ));
+                    }
+                    self.counters.infra_retries += 1;
+                    return vec![
+                        Action::Rerun { check_ids: failed.iter().map(|c| c.id.clone()).collect() },
+                        Action::WatchChecks { head_sha },
+                    ];
+                }
+                if self.counters.repairs >= limits.max_repairs {
+                    let names: Vec<&str> = patch_caused.iter().map(|c| c.name.as_str()).collect();
+                    return self.hand_off(format!(
+                        "CI still fails ({}) after {} repair run(s).",
+                        names.join(", "),
+                        self.counters.repairs
+                    ));
+                }
+                self.counters.repairs += 1;
+                self.next_run(Purpose::Repair)
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits { max_repairs: 2, max_infra_retries: 1, max_run_retries: 1 }
+    }
+
+    fn requested(actions: &[Action]) -> String {
+        actions
+            .iter()
+            .find_map(|a| match a {
+                Action::RequestRun { run_id, .. } => Some(run_id.clone()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Drives a machine from a job to CI pending.
+    fn to_ci(m: &mut Machine, l: &Limits, sha: &str) {
+        let a = if m.state == State::Queued { m.on(Event::Job, l) } else { Vec::new() };
+        let run = if a.is_empty() {
+            match &m.state {
+                State::Preparing { .. } => run_id(&m.remediation_id, m.revision, m.counters.runs),
+                _ => String::new(),
+            }
+        } else {
+            requested(&a)
+        };
+        m.on(Event::RunRequested { run_id: run }, l);
+        assert!(matches!(m.on(Event::RunEnded(RunEnd::Patch), l).as_slice(), [Action::Vet { .. }]));
+        assert!(matches!(m.on(Event::VetAccepted, l).as_slice(), [Action::Publish { .. }]));
+        assert_eq!(
+            m.on(Event::Published { head_sha: sha.into() }, l),
+            vec![Action::WatchChecks { head_sha: sha.into() }]
+        );
+    }
+
+    #[test]
+    fn a_clean_run_goes_from_job_to_green() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        to_ci(&mut m, &l, "abc");
+        assert_eq!(m.on(Event::ChecksPassed, &l), vec![Action::Notify(Notice::Green)]);
+        assert_eq!(m.state, State::Succeeded);
+        assert_eq!(m.counters.runs, 1);
+    }
+
+    #[test]
+    fn infrastructure_failures_are_rerun_without_a_repair_then_handed_off() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        to_ci(&mut m, &l, "abc");
+        let infra = vec![FailedCheck {
+            id: "7".into(),
+            name: "build".into(),
+            infrastructure: Some("DNS failure".into()),
+        }];
+        let a = m.on(Event::ChecksFailed(infra.clone()), &l);
+        assert_eq!(a[0], Action::Rerun { check_ids: vec!["7".into()] });
+        assert_eq!(m.counters.repairs, 0, "no repair for infrastructure");
+        let a = m.on(Event::ChecksFailed(infra), &l);
+        assert!(a.contains(&Action::LabelNeedsHuman), "{a:?}");
+        assert!(matches!(m.state, State::NeedsHuman { .. }));
+    }
+
+    #[test]
+    fn patch_caused_failures_get_repairs_until_the_limit() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        to_ci(&mut m, &l, "a1");
+        let lint = vec![FailedCheck { id: "9".into(), name: "lint".into(), infrastructure: None }];
+        for (i, sha) in ["a2", "a3"].iter().enumerate() {
+            let a = m.on(Event::ChecksFailed(lint.clone()), &l);
+            assert!(matches!(&a[..], [Action::RequestRun { purpose: Purpose::Repair, .. }]), "{a:?}");
+            assert_eq!(m.counters.repairs, i as u32 + 1);
+            to_ci(&mut m, &l, sha);
+        }
+        let a = m.on(Event::ChecksFailed(lint), &l);
+        assert!(
+            a.contains(&Action::LabelNeedsHuman) && a.contains(&Action::Notify(Notice::NeedsHuman)),
+            "{a:?}"
+        );
+        match &m.state {
+            State::NeedsHuman { reason } => assert!(reason.contains("after 2 repair run(s)"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refused_patch_goes_to_a_person_and_never_to_the_pr() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        let a = m.on(Event::Job, &l);
+        m.on(Event::RunRequested { run_id: requested(&a) }, &l);
+        m.on(Event::RunEnded(RunEnd::Patch), &l);
+        let a = m.on(Event::VetRefused { report: "- `target/app`: build output".into() }, &l);
+        assert_eq!(a, vec![Action::Notify(Notice::NeedsHuman)], "no PR yet: nothing to label or comment");
+        assert!(matches!(m.state, State::NeedsHuman { .. }));
+    }
+
+    #[test]
+    fn run_ids_are_deterministic_so_a_replayed_request_is_the_same_run() {
+        let l = limits();
+        let mut a = Machine::new("rem-1", 3);
+        let mut b = Machine::new("rem-1", 3);
+        assert_eq!(requested(&a.on(Event::Job, &l)), requested(&b.on(Event::Job, &l)));
+        assert_eq!(run_id("rem-1", 3, 1), "rem-1-r3-1");
+    }
+
+    #[test]
+    fn sandbox_infrastructure_errors_are_retried_then_fail() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        let a = m.on(Event::Job, &l);
+        m.on(Event::RunRequested { run_id: requested(&a) }, &l);
+        let a = m.on(Event::RunEnded(RunEnd::Infrastructure { reason: "VM died".into() }), &l);
+        assert_eq!(requested(&a), "rem-1-r1-2");
+        m.on(Event::RunRequested { run_id: requested(&a) }, &l);
+        let a = m.on(Event::RunEnded(RunEnd::Infrastructure { reason: "VM died".into() }), &l);
+        assert_eq!(a, vec![Action::Notify(Notice::Failed)]);
+    }
+
+    #[test]
+    fn late_and_duplicate_events_change_nothing_and_resolution_closes_the_pr() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        to_ci(&mut m, &l, "abc");
+        let before = m.clone();
+        assert!(m.on(Event::VetAccepted, &l).is_empty());
+        assert!(m.on(Event::RunEnded(RunEnd::Patch), &l).is_empty());
+        assert_eq!(m, before);
+        let a = m.on(Event::Resolved, &l);
+        assert!(matches!(&a[..], [Action::ClosePr { .. }]));
+        assert_eq!(m.state, State::Superseded);
+    }
+
+    #[test]
+    fn states_survive_a_round_trip_through_storage() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        to_ci(&mut m, &l, "abc");
+        let stored = serde_json::to_string(&m).unwrap_or_default();
+        let back: Machine = serde_json::from_str(&stored).unwrap_or_else(|_| Machine::new("x", 0));
+        assert_eq!(back, m);
+        assert!(stored.contains("\"state\":\"ci_pending\""), "{stored}");
+    }
+}
