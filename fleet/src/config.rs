@@ -97,7 +97,23 @@ where
     // Every key lives in a section, so overrides always contain `__`;
     // other `PATCHPILOT_…` variables (PATCHPILOT_CONFIG, tool settings) are
     // not config keys and are left alone.
-    let env = env.filter(|k| k.as_str().contains("__")).split("__");
+    //
+    // One environment serves the whole fleet on a machine (`scripts/services
+    // env`), so a section that belongs to another PatchPilot service is not
+    // this one's business and is skipped; any other unknown section is
+    // still an error, so a typo like `PATCHPILOT_NAT__URL` is caught.
+    let own: Vec<String> = match serde_json::to_value(T::default()) {
+        Ok(serde_json::Value::Object(fields)) => fields.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    let env = env
+        .filter(move |k| {
+            let key = k.as_str();
+            let Some((section, _)) = key.split_once("__") else { return false };
+            let section = section.to_ascii_lowercase();
+            own.contains(&section) || !FLEET_SECTIONS.contains(&section.as_str())
+        })
+        .split("__");
     figment = figment.merge(env);
     let config: T = figment.extract().map_err(|e| Error::Parse(describe(e, prefix)))?;
     config.validate("")?;
@@ -106,6 +122,10 @@ where
 
 /// Rewrites figment's errors as `key `a.b`: what is wrong (from where)`,
 /// naming environment variables the way the operator wrote them.
+/// Top-level sections of every PatchPilot service's configuration.
+pub const FLEET_SECTIONS: &[&str] =
+    &["nats", "database", "telemetry", "bus", "planner", "scanner", "sandbox", "controller", "agent"];
+
 fn describe(errors: figment::Error, env_prefix: &str) -> String {
     let mut parts = Vec::new();
     for e in errors {
@@ -454,6 +474,9 @@ mod tests {
     fn variables_without_a_section_are_not_keys() {
         let cfg: Sample = load_with_env(None, env(&[("CONFIG", "/etc/pp.toml"), ("LOCAL_REGISTRY", "x")]))
             .expect("ignored");
+        assert_eq!(cfg.bus.max_deliver, 5);
+        // Another service's section in the shared environment is skipped.
+        let cfg: Sample = load_with_env(None, env(&[("SANDBOX__QEMU__BINARY", "/usr/bin/qemu")])).expect("skipped");
         assert_eq!(cfg.bus.max_deliver, 5);
         let err = load_with_env::<Sample>(None, env(&[("NAT__URL", "nats://x:1")])).expect_err("typo");
         assert!(err.to_string().contains("nat"), "{err}");
