@@ -476,7 +476,8 @@ mod tests {
             .expect("ignored");
         assert_eq!(cfg.bus.max_deliver, 5);
         // Another service's section in the shared environment is skipped.
-        let cfg: Sample = load_with_env(None, env(&[("SANDBOX__QEMU__BINARY", "/usr/bin/qemu")])).expect("skipped");
+        let cfg: Sample =
+            load_with_env(None, env(&[("SANDBOX__QEMU__BINARY", "/usr/bin/qemu")])).expect("skipped");
         assert_eq!(cfg.bus.max_deliver, 5);
         let err = load_with_env::<Sample>(None, env(&[("NAT__URL", "nats://x:1")])).expect_err("typo");
         assert!(err.to_string().contains("nat"), "{err}");

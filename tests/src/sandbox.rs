@@ -18,8 +18,19 @@ pub fn config() -> anyhow::Result<SandboxConfig> {
     Ok(config.sandbox)
 }
 
-/// Why microVM tests cannot run here, if they cannot.
+/// Why microVM tests cannot run here, if they cannot. Under `scripts/test`
+/// (which sets `PATCHPILOT_REQUIRE_MICROVM=1` after installing QEMU and
+/// building the image) a missing piece fails the test instead: CI must
+/// never pass by skipping the VMs.
 pub fn unavailable() -> Option<String> {
+    let reason = why_unavailable()?;
+    if std::env::var_os("PATCHPILOT_REQUIRE_MICROVM").is_some_and(|v| v == "1") {
+        panic!("microVM tests are required here (PATCHPILOT_REQUIRE_MICROVM=1) but cannot run: {reason}");
+    }
+    Some(reason)
+}
+
+fn why_unavailable() -> Option<String> {
     if std::env::var_os("PATCHPILOT_SANDBOX__QEMU__BINARY").is_none() {
         return Some(
             "PATCHPILOT_SANDBOX__QEMU__BINARY is unset: run `scripts/services vm` and `eval \"$(scripts/services env)\"`".into(),

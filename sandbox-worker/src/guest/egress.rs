@@ -93,59 +93,18 @@ pub fn setup_commands(cfg: &GuestEgressConfig) -> Vec<Vec<String>> {
     // hence listeners on 0.0.0.0. Loopback is left alone: that is where
     // resolv.conf points and where local services live. DNS over TCP goes
     // to the DNS responder, before the catch-all TCP rule.
+    // (protocol, destination port or all, where to)
+    let redirects: [(&str, Option<&str>, &str); 3] =
+        [("udp", Some("53"), &dns_port), ("tcp", Some("53"), &dns_port), ("tcp", None, &redirect_port)];
     for chain in ["OUTPUT", "PREROUTING"] {
-        cmds.push(vec![
-            "iptables",
-            "-t",
-            "nat",
-            "-A",
-            chain,
-            "-p",
-            "udp",
-            "--dport",
-            "53",
-            "!",
-            "-d",
-            "127.0.0.0/8",
-            "-j",
-            "REDIRECT",
-            "--to-ports",
-            &dns_port,
-        ]);
-        cmds.push(vec![
-            "iptables",
-            "-t",
-            "nat",
-            "-A",
-            chain,
-            "-p",
-            "tcp",
-            "--dport",
-            "53",
-            "!",
-            "-d",
-            "127.0.0.0/8",
-            "-j",
-            "REDIRECT",
-            "--to-ports",
-            &dns_port,
-        ]);
-        cmds.push(vec![
-            "iptables",
-            "-t",
-            "nat",
-            "-A",
-            chain,
-            "-p",
-            "tcp",
-            "!",
-            "-d",
-            "127.0.0.0/8",
-            "-j",
-            "REDIRECT",
-            "--to-ports",
-            &redirect_port,
-        ]);
+        for (proto, dport, to) in redirects {
+            let mut rule = vec!["iptables", "-t", "nat", "-A", chain, "-p", proto];
+            if let Some(port) = dport {
+                rule.extend(["--dport", port]);
+            }
+            rule.extend(["!", "-d", "127.0.0.0/8", "-j", "REDIRECT", "--to-ports", to]);
+            cmds.push(rule);
+        }
     }
     // Everything else that would leave fails fast instead of vanishing into
     // the dummy device. Redirected packets must be exempt: with iptables-nft
