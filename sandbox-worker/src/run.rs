@@ -348,8 +348,7 @@ impl Sandbox {
         cleanup.vm = Some(vm);
 
         let deadline = tokio::time::Instant::from_std(started + request.limits.wall_time);
-        let mut progress = Progress::default();
-        progress.step = "boot";
+        let mut progress = Progress { step: "boot", ..Progress::default() };
         let booted = match cleanup.vm.as_mut() {
             Some(vm) => {
                 tokio::time::timeout_at(deadline, self.wait_for_agent(vm.as_mut(), &vsock_path, run_dir))
