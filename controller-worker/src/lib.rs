@@ -29,6 +29,7 @@ pub mod git;
 pub mod lifecycle;
 pub mod notify;
 pub mod publish;
+pub mod store;
 pub mod triage;
 pub mod vet;
 pub mod workspace;

@@ -4,7 +4,6 @@
 //! is not set (`scripts/services up && eval "$(scripts/services env)"`).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
@@ -12,48 +11,11 @@ use patchpilot_controller::forge::{
     Access, Check, CheckSource, CheckState, Error, Forge, NewPullRequest, PrState, Repo, StatusState,
 };
 use patchpilot_controller::git::Git;
-use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-/// A fresh, migrated database, dropped afterwards.
-struct TestDb {
-    pool: PgPool,
-    admin_url: String,
-    name: String,
-}
-
-impl TestDb {
-    async fn create() -> Option<TestDb> {
-        let Ok(admin_url) = std::env::var("PATCHPILOT_TEST_DATABASE_URL") else {
-            eprintln!(
-                "skipped: PATCHPILOT_TEST_DATABASE_URL is not set; run `scripts/services up && eval \"$(scripts/services env)\"`"
-            );
-            return None;
-        };
-        let name = format!("pp_test_{}", uuid::Uuid::new_v4().simple());
-        let admin = PgPool::connect(&admin_url).await.expect("connect to the test Postgres");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await
-            .expect("create database");
-        admin.close().await;
-        let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url);
-        let pool = PgPool::connect(&format!("{base}/{name}")).await.expect("connect to the test database");
-        patchpilot_fleet::store::migrator().run(&pool).await.expect("migrate");
-        Some(TestDb { pool, admin_url, name })
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .arg(&self.admin_url)
-            .args(["-qc", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
+mod support;
+use sqlx::PgPool;
+use support::TestDb;
 
 fn repo(owner: &str, name: &str) -> Repo {
     Repo { owner: owner.into(), name: name.into() }
