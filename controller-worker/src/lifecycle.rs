@@ -185,7 +185,8 @@ pub enum Event {
 }
 
 /// Something for the executor to do after the new state is stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Action {
     /// Clone, write `.patchpilot/`, pack, publish a SandboxRun with this id.
     RequestRun {
@@ -235,7 +236,8 @@ pub enum Action {
 }
 
 /// Which notification.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Notice {
     /// CI green.
     Green,
@@ -243,6 +245,19 @@ pub enum Notice {
     NeedsHuman,
     /// Gave up.
     Failed,
+}
+
+/// Whether an action is a side effect (kept in the outbox) rather than the
+/// main line the state itself implies.
+pub fn is_side_effect(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::Rerun { .. }
+            | Action::Comment { .. }
+            | Action::LabelNeedsHuman
+            | Action::Notify(_)
+            | Action::ClosePr { .. }
+    )
 }
 
 /// The deterministic id of run number `n` of a remediation revision.
@@ -265,6 +280,12 @@ pub struct Machine {
     pub counters: Counters,
     /// Whether a PR exists (so hand-offs and closes know where to talk).
     pub has_pr: bool,
+    /// Side effects decided by a transition and not yet confirmed done
+    /// (comments, labels, notifications, re-runs, closing the PR). Stored
+    /// with the state, so a crash between deciding and doing replays them;
+    /// each is idempotent (comments carry their key as a marker).
+    #[serde(default)]
+    pub outbox: Vec<Action>,
 }
 
 impl Machine {
@@ -276,7 +297,48 @@ impl Machine {
             state: State::Queued,
             counters: Counters::default(),
             has_pr: false,
+            outbox: Vec::new(),
         }
+    }
+
+    /// The main-line action the current state calls for, recomputed from
+    /// the stored state alone: what a controller resuming after a crash
+    /// does next. Side effects are in [`Machine::outbox`].
+    pub fn pending(&self) -> Option<Action> {
+        match &self.state {
+            State::Queued => None,
+            State::Preparing { purpose } => Some(Action::RequestRun {
+                purpose: *purpose,
+                run_id: run_id(&self.remediation_id, self.revision, self.counters.runs),
+            }),
+            // Waiting for the result; nothing to do but listen.
+            State::Running { .. } => None,
+            State::Vetting { purpose, run_id } => {
+                Some(Action::Vet { purpose: *purpose, run_id: run_id.clone() })
+            }
+            State::Publishing { run_id } => Some(Action::Publish { run_id: run_id.clone() }),
+            State::CiPending { head_sha } => Some(Action::WatchChecks { head_sha: head_sha.clone() }),
+            State::Succeeded | State::NeedsHuman { .. } | State::Failed { .. } | State::Superseded => None,
+        }
+    }
+
+    /// Marks a side effect done.
+    pub fn complete(&mut self, action: &Action) {
+        if let Some(i) = self.outbox.iter().position(|a| a == action) {
+            self.outbox.remove(i);
+        }
+    }
+
+    /// Applies `event` like [`Machine::on`] and keeps the side effects in
+    /// the outbox; returns the main-line action to take next.
+    pub fn apply(&mut self, event: Event, limits: &Limits) -> Option<Action> {
+        let actions = self.on(event, limits);
+        for action in actions {
+            if is_side_effect(&action) {
+                self.outbox.push(action);
+            }
+        }
+        self.pending()
     }
 
     /// Whether nothing more will happen without a new job.
@@ -548,6 +610,40 @@ mod tests {
         let a = m.on(Event::Resolved, &l);
         assert!(matches!(&a[..], [Action::ClosePr { .. }]));
         assert_eq!(m.state, State::Superseded);
+    }
+
+    #[test]
+    fn a_resumed_machine_knows_its_next_step_and_keeps_undone_side_effects() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        assert_eq!(
+            m.apply(Event::Job, &l),
+            Some(Action::RequestRun { purpose: Purpose::Remediate, run_id: "rem-1-r1-1".into() })
+        );
+        // A crash here: the stored machine alone says to request the same run.
+        let stored: Machine = serde_json::from_str(&serde_json::to_string(&m).unwrap_or_default())
+            .unwrap_or_else(|_| Machine::new("x", 0));
+        assert_eq!(stored.pending(), m.pending());
+        m.apply(Event::RunRequested { run_id: "rem-1-r1-1".into() }, &l);
+        assert_eq!(m.pending(), None, "running: wait for the result");
+        m.apply(Event::RunEnded(RunEnd::Patch), &l);
+        m.apply(Event::VetAccepted, &l);
+        assert_eq!(
+            m.apply(Event::Published { head_sha: "abc".into() }, &l),
+            Some(Action::WatchChecks { head_sha: "abc".into() })
+        );
+        let infra =
+            vec![FailedCheck { id: "7".into(), name: "build".into(), infrastructure: Some("DNS".into()) }];
+        m.apply(Event::ChecksFailed(infra.clone()), &l);
+        assert_eq!(m.outbox, vec![Action::Rerun { check_ids: vec!["7".into()] }]);
+        m.complete(&Action::Rerun { check_ids: vec!["7".into()] });
+        assert!(m.outbox.is_empty());
+        assert_eq!(m.apply(Event::ChecksFailed(infra), &l), None);
+        assert!(
+            m.outbox.contains(&Action::LabelNeedsHuman)
+                && m.outbox.contains(&Action::Notify(Notice::NeedsHuman))
+        );
+        assert!(m.outbox.iter().any(|a| matches!(a, Action::Comment { .. })));
     }
 
     #[test]
