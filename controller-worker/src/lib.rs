@@ -12,8 +12,9 @@
 //! - vetting of what a run sends back ([`vet`]);
 //! - what a PR says ([`publish`]) and how CI failures are triaged
 //!   ([`triage`]);
-//! - the lifecycle's state machine ([`lifecycle`]) and notifications
-//!   ([`notify`]).
+//! - publishing a vetted change, safe to repeat ([`publisher`]);
+//! - the lifecycle's state machine ([`lifecycle`]), its durable state and
+//!   leases in Postgres ([`store`]), and notifications ([`notify`]).
 //!
 //! The executor that drives the state machine from the bus and Postgres,
 //! and the `patchpilot-controller` service around it, are not built yet.
@@ -29,6 +30,7 @@ pub mod git;
 pub mod lifecycle;
 pub mod notify;
 pub mod publish;
+pub mod publisher;
 pub mod store;
 pub mod triage;
 pub mod vet;
