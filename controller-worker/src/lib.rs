@@ -10,8 +10,8 @@
 //!   ([`forge::credential`]);
 //! - workspace preparation for sandbox runs ([`workspace`]);
 //! - vetting of what a run sends back ([`vet`]);
-//! - what a PR says ([`publish`]) and how CI failures are triaged
-//!   ([`triage`]);
+//! - what a PR says ([`publish`]), how CI failures are triaged
+//!   ([`triage`]) and CI on a head commit watched ([`ci_watch`]);
 //! - publishing a vetted change, safe to repeat ([`publisher`]);
 //! - the lifecycle's state machine ([`lifecycle`]), its durable state and
 //!   leases in Postgres ([`store`]), and notifications ([`notify`]).
@@ -25,6 +25,7 @@
 //! repository, a CI log or an advisory act as an instruction; revert a fix
 //! to make CI pass.
 
+pub mod ci_watch;
 pub mod forge;
 pub mod git;
 pub mod lifecycle;
