@@ -8,7 +8,8 @@
 //! - git, run only with the repository's hooks and config kept from
 //!   running code ([`git`]), with tokens served from memory
 //!   ([`forge::credential`]);
-//! - workspace preparation for sandbox runs ([`workspace`]);
+//! - workspace preparation for sandbox runs ([`workspace`]) and the run
+//!   requests with the egress the repository's ecosystems need ([`runs`]);
 //! - vetting of what a run sends back ([`vet`]);
 //! - what a PR says ([`publish`]), how CI failures are triaged
 //!   ([`triage`]) and CI on a head commit watched ([`ci_watch`]);
@@ -32,6 +33,7 @@ pub mod lifecycle;
 pub mod notify;
 pub mod publish;
 pub mod publisher;
+pub mod runs;
 pub mod store;
 pub mod triage;
 pub mod vet;
