@@ -51,6 +51,10 @@ struct Status {
     assessments: i64,
     images: i64,
     findings: i64,
+    /// Sandbox runs by `state/outcome` (`running`, `finished/completed`…).
+    sandbox_runs: BTreeMap<String, i64>,
+    /// Egress denials in the last 24 hours.
+    egress_denied_24h: i64,
 }
 
 /// Runs the command.
@@ -90,6 +94,8 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         assessments: 0,
         images: 0,
         findings: 0,
+        sandbox_runs: BTreeMap::new(),
+        egress_denied_24h: 0,
     };
     if schema_ready {
         status.remediations =
@@ -115,6 +121,19 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         .fetch_one(&pool)
         .await?;
         (status.assessments, status.images, status.findings) = (a, i, f);
+        status.sandbox_runs = sqlx::query_as::<_, (String, i64)>(
+            "SELECT CASE WHEN state = 'finished' THEN 'finished/' || coalesce(outcome, '?') ELSE state END, count(*)
+             FROM sandbox_runs GROUP BY 1",
+        )
+        .fetch_all(&pool)
+        .await?
+        .into_iter()
+        .collect();
+        status.egress_denied_24h = sqlx::query_scalar(
+            "SELECT count(*) FROM egress_decisions WHERE verdict = 'deny' AND at > now() - interval '24 hours'",
+        )
+        .fetch_one(&pool)
+        .await?;
     }
     bus.drain().await;
 
@@ -157,6 +176,15 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         println!("  {}  {}", u.reference, short(&u.digest));
         println!("      {}", u.reason);
     }
+    println!();
+    println!("SANDBOX RUNS");
+    if status.sandbox_runs.is_empty() {
+        println!("  (none)");
+    }
+    for (state, n) in &status.sandbox_runs {
+        println!("  {state:<28} {n}");
+    }
+    println!("  egress denials, last 24 h: {}", status.egress_denied_24h);
     println!();
     println!(
         "DEAD LETTERS: {}{}",

@@ -198,6 +198,13 @@ async fn sandbox_run_completes_with_a_patch_that_applies() -> anyhow::Result<()>
     let retro = v1::Retrospective::decode(retros[0].payload.as_ref())?;
     assert_eq!(retro.run_id, "e2e-ok");
 
+    // Operators see the run and its denials in `patchpilot status`.
+    let out = stack.cli(&["status", "--json"]).await?;
+    let fleet: serde_json::Value = serde_json::from_str(&out.stdout)
+        .map_err(|e| anyhow::anyhow!("{e}: {}{}", out.stdout, out.stderr))?;
+    assert_eq!(fleet["sandbox_runs"]["finished/completed"].as_i64(), Some(1), "{}", out.stdout);
+    assert_eq!(fleet["egress_denied_24h"].as_i64(), Some(i64::from(result.egress_denied)), "{}", out.stdout);
+
     let status = worker.terminate(Duration::from_secs(30)).await?;
     assert!(status.success(), "{status:?}\n{}", worker.log_text());
     let runs = state.join("runs").display().to_string();
