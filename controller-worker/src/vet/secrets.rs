@@ -92,7 +92,7 @@ pub fn find_secret(line: &[u8]) -> Option<SecretMatch> {
 fn placeholder(body: &[u8]) -> bool {
     let lower = body.to_ascii_lowercase();
     let has = |w: &[u8]| lower.windows(w.len()).any(|x| x == w);
-    // Documentation examples (AWS's own `AKIAIOSFODNN7EXAMPLE`) and
+    // Documentation examples (AWS's own example key ends in `EXAMPLE`) and
     // masked values.
     if has(b"example") || has(b"xxxxxxxx") || has(b"********") || has(b"placeholder") || has(b"redacted") {
         return true;
