@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use crate::forge::credential::with_credential;
+use crate::forge::credential::{RemoteGitError, run_git_remote};
 use crate::forge::{Access, Forge, NewPullRequest, PullRequest, Repo};
 use crate::git::{Git, GitError};
 
@@ -56,9 +56,9 @@ pub enum Error {
     /// The forge failed.
     #[error(transparent)]
     Forge(#[from] crate::forge::Error),
-    /// The credential helper could not be set up.
-    #[error("git credential helper: {0}")]
-    Credential(String),
+    /// git against the remote failed.
+    #[error(transparent)]
+    Remote(#[from] RemoteGitError),
     /// Nothing is staged: there is no change to publish.
     #[error("nothing is staged in {0}: no change to publish")]
     NothingStaged(String),
@@ -82,7 +82,7 @@ pub async fn publish_change(forge: &dyn Forge, req: &PublishRequest<'_>) -> Resu
     let mut already_there = None;
     if let Some(sha) = &remote_head {
         let fetch = ["fetch", "-q", "--no-tags", "--depth", "1", &remote.url, sha];
-        run_remote(&git, &remote, &fetch).await?;
+        run_git_remote(&git, &remote, &fetch).await?;
         let remote_tree = git.run(&["rev-parse", &format!("{sha}^{{tree}}")]).await?.text();
         if remote_tree == local_tree {
             already_there = Some(sha.clone());
@@ -98,7 +98,7 @@ pub async fn publish_change(forge: &dyn Forge, req: &PublishRequest<'_>) -> Resu
             );
             let refspec = format!("HEAD:refs/heads/{}", req.head_branch);
             let push = ["push", "-q", "--no-verify", &lease, &remote.url, &refspec];
-            run_remote(&git, &remote, &push).await?;
+            run_git_remote(&git, &remote, &push).await?;
             (git.run(&["rev-parse", "HEAD"]).await?.text(), true)
         }
     };
@@ -121,21 +121,4 @@ pub async fn publish_change(forge: &dyn Forge, req: &PublishRequest<'_>) -> Resu
         forge.add_labels(req.repo, pr.number, &missing).await?;
     }
     Ok(Published { pr, head_sha, pushed })
-}
-
-/// Runs a git command that talks to the remote, with the forge's
-/// credential served from memory when there is one.
-async fn run_remote(git: &Git, remote: &crate::forge::GitRemote, args: &[&str]) -> Result<(), Error> {
-    match &remote.credential {
-        Some(cred) => {
-            let guard =
-                with_credential(&remote.url, cred).await.map_err(|e| Error::Credential(e.to_string()))?;
-            let cmd = guard.command(git, args);
-            git.finish(cmd, args, None).await?;
-        }
-        None => {
-            git.run(args).await?;
-        }
-    }
-    Ok(())
 }

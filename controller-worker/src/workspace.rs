@@ -19,7 +19,7 @@ use patchpilot_agent::task::{Task, TaskPolicy};
 use patchpilot_fleet::model::Finding;
 
 use crate::forge::GitRemote;
-use crate::forge::credential::with_credential;
+use crate::forge::credential::{RemoteGitError, run_git_remote};
 use crate::git::{Git, GitError};
 
 /// The context folder.
@@ -215,17 +215,10 @@ pub async fn clone(remote: &GitRemote, branch: &str, dir: &Path) -> Result<Strin
         &remote.url,
         &target,
     ];
-    match &remote.credential {
-        Some(cred) => {
-            let guard =
-                with_credential(&remote.url, cred).await.map_err(|e| Error::Credential(e.to_string()))?;
-            let cmd = guard.command(&git, &args);
-            git.finish(cmd, &args, None).await?;
-        }
-        None => {
-            git.run(&args).await?;
-        }
-    }
+    run_git_remote(&git, remote, &args).await.map_err(|e| match e {
+        RemoteGitError::Git(e) => Error::Git(e),
+        RemoteGitError::Credential(e) => Error::Credential(e),
+    })?;
     Ok(Git::new(dir).run(&["rev-parse", "HEAD"]).await?.text())
 }
 

@@ -208,6 +208,24 @@ fn sweep_with_proc(proc_root: &Path, state_dir: &Path) -> Result<SweepReport, Er
     Ok(report)
 }
 
+/// Live processes (zombies excluded) whose command line names `path`
+/// anywhere in an argument: what the sweep would find for a folder. Tests
+/// and operators use it to check that nothing of a run is left.
+pub fn live_processes_mentioning(path: &Path) -> Vec<Leftover> {
+    let proc_root = Path::new("/proc");
+    let needle = vec![path.as_os_str().as_encoded_bytes().to_vec()];
+    let own = std::process::id();
+    find_leftovers(proc_root, &needle)
+        .into_iter()
+        .filter(|l| l.pid != own && is_alive(proc_root, l.pid))
+        .collect()
+}
+
+/// Whether `pid` is present and not a zombie.
+pub fn process_alive(pid: u32) -> bool {
+    is_alive(Path::new("/proc"), pid)
+}
+
 /// The strings that mark a process as one of this state folder's runs: its
 /// `runs/` path as configured and as resolved (the VMM was given the
 /// configured one, but a symlinked state folder may appear either way).

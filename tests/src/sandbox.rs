@@ -60,31 +60,16 @@ pub async fn sandbox(test: &str) -> anyhow::Result<Option<Sandbox>> {
 }
 
 /// Live host processes whose command line mentions `needle` (a run folder,
-/// a state folder), as `(pid, command line)`. Zombies are not counted: they
-/// hold nothing but a process-table slot until their parent reaps them.
+/// a state folder), as `(pid, command line)`: the worker's own start-up
+/// sweep scan.
 pub fn processes_mentioning(needle: &Path) -> Vec<(u32, String)> {
-    let needle = needle.display().to_string();
-    let me = std::process::id();
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return found };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        if pid == me {
-            continue;
-        }
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if cmdline.contains(&needle) && !is_zombie(pid) {
-            found.push((pid, cmdline));
-        }
-    }
-    found
+    patchpilot_sandbox::sweep::live_processes_mentioning(needle)
+        .into_iter()
+        .map(|l| (l.pid, l.cmdline))
+        .collect()
 }
 
 /// Whether `pid` is gone or a zombie.
 pub fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()))
-        .is_none_or(|state| state == 'Z')
+    !patchpilot_sandbox::sweep::process_alive(pid)
 }

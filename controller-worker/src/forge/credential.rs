@@ -363,3 +363,34 @@ mod tests {
         );
     }
 }
+
+/// Runs `git args` (a clone, fetch or push of `remote`) with the remote's
+/// credential served from memory for the duration of the call, or plainly
+/// when the remote needs none.
+pub async fn run_git_remote(
+    git: &crate::git::Git,
+    remote: &crate::forge::GitRemote,
+    args: &[&str],
+) -> Result<crate::git::GitOutput, RemoteGitError> {
+    match &remote.credential {
+        Some(cred) => {
+            let guard = with_credential(&remote.url, cred)
+                .await
+                .map_err(|e| RemoteGitError::Credential(e.to_string()))?;
+            let cmd = guard.command(git, args);
+            Ok(git.finish(cmd, args, None).await?)
+        }
+        None => Ok(git.run(args).await?),
+    }
+}
+
+/// Why a git call against a remote failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteGitError {
+    /// git failed.
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    /// The credential helper could not be set up.
+    #[error("git credential helper: {0}")]
+    Credential(String),
+}

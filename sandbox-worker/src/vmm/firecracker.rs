@@ -806,14 +806,7 @@ impl FirecrackerVm {
 
     async fn kill_and_clean(&mut self) {
         if let Some(mut child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-            let _ = child.kill().await;
-            let _ = child.wait().await;
+            super::kill_process_group(&mut child).await;
         }
         self.clean_files();
     }

@@ -90,6 +90,19 @@ pub trait Vm: Send + Sync + Debug {
     async fn kill(&mut self) -> Result<(), Error>;
 }
 
+/// SIGKILLs the process group `child` leads (helpers the VMM started go
+/// with it) and reaps the child.
+pub(crate) async fn kill_process_group(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = child.kill().await;
+    let _ = child.wait().await;
+}
+
 /// What can go wrong starting or stopping a VM.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -321,18 +321,6 @@ impl QemuVm {
     }
 }
 
-async fn kill_group(child: &mut Child) {
-    if let Some(pid) = child.id() {
-        // The whole group: helpers QEMU or the backend may have started.
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let _ = child.kill().await;
-    let _ = child.wait().await;
-}
-
 #[async_trait]
 impl Vm for QemuVm {
     fn vsock_path(&self) -> &Path {
@@ -350,7 +338,7 @@ impl Vm for QemuVm {
                 self.qemu = None;
                 // The backend outlives QEMU otherwise.
                 if let Some(mut vhost) = self.vhost.take() {
-                    kill_group(&mut vhost).await;
+                    super::kill_process_group(&mut vhost).await;
                 }
                 Ok(true)
             }
@@ -361,10 +349,10 @@ impl Vm for QemuVm {
 
     async fn kill(&mut self) -> Result<(), Error> {
         if let Some(mut qemu) = self.qemu.take() {
-            kill_group(&mut qemu).await;
+            super::kill_process_group(&mut qemu).await;
         }
         if let Some(mut vhost) = self.vhost.take() {
-            kill_group(&mut vhost).await;
+            super::kill_process_group(&mut vhost).await;
         }
         Ok(())
     }
