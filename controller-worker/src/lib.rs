@@ -17,8 +17,9 @@
 //! - the lifecycle's state machine ([`lifecycle`]), its durable state and
 //!   leases in Postgres ([`store`]), and notifications ([`notify`]).
 //!
-//! The executor that drives the state machine from the bus and Postgres,
-//! and the `patchpilot-controller` service around it, are not built yet.
+//! - the executor that drives the state machine from Postgres
+//!   ([`executor`]) and the service around it: job and result intakes from
+//!   the bus, the executor, the local CI runner ([`service`], [`config`]).
 //!
 //! What it must never do: hand a forge credential to a sandbox, a child
 //! process other than its own git, a log or a file; apply a patch with the
@@ -27,6 +28,8 @@
 //! to make CI pass.
 
 pub mod ci_watch;
+pub mod config;
+pub mod executor;
 pub mod forge;
 pub mod git;
 pub mod lifecycle;
@@ -34,6 +37,7 @@ pub mod notify;
 pub mod publish;
 pub mod publisher;
 pub mod runs;
+pub mod service;
 pub mod store;
 pub mod triage;
 pub mod vet;

@@ -176,6 +176,12 @@ pub enum Event {
     ChecksPassed,
     /// Checks finished and some failed.
     ChecksFailed(Vec<FailedCheck>),
+    /// The job cannot be worked at all (it does not decode, its repository
+    /// URL names no repository): the remediation fails.
+    Abandon {
+        /// Why.
+        reason: String,
+    },
     /// Something failed that is not the patch's or CI's (forge down): the
     /// step is retried later, no state change.
     StepError {
@@ -382,6 +388,7 @@ impl Machine {
         use State::*;
         match (self.state.clone(), event) {
             (_, Event::StepError { .. }) => Vec::new(),
+            (_, Event::Abandon { reason }) if !self.is_terminal() => self.fail(reason),
             (_, Event::Resolved) => {
                 let actions = if self.has_pr {
                     vec![Action::ClosePr {

@@ -439,6 +439,30 @@ impl fmt::Debug for NotifierConfig {
     }
 }
 
+/// Serialised for `--dump-config` with the URLs and keys masked: they
+/// are secrets.
+impl Serialize for NotifierConfig {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            NotifierConfig::Slack { .. } => {
+                map.serialize_entry("kind", "slack")?;
+                map.serialize_entry("url", "***")?;
+            }
+            NotifierConfig::Json { secret, .. } => {
+                map.serialize_entry("kind", "json")?;
+                map.serialize_entry("url", "***")?;
+                if secret.is_some() {
+                    map.serialize_entry("secret", "***")?;
+                }
+            }
+            NotifierConfig::Stdout => map.serialize_entry("kind", "stdout")?,
+        }
+        map.end()
+    }
+}
+
 impl NotifierConfig {
     /// The notifier.
     pub fn build(&self) -> Result<Notifier, NotifyError> {

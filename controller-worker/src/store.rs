@@ -68,6 +68,83 @@ fn state_name(state: &State) -> String {
     }
 }
 
+/// What the executor keeps beside the machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Details {
+    /// The PR's branch, once chosen.
+    pub branch: Option<String>,
+    /// The PR's number, once opened.
+    pub pr_number: Option<u64>,
+    /// The PR's link.
+    pub pr_url: Option<String>,
+    /// The latest patch-caused CI failure's fenced logs.
+    pub ci_evidence: Option<String>,
+}
+
+/// A sandbox result as the intake stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunResult {
+    /// The run.
+    pub run_id: String,
+    /// `completed`, `agent_failed`, `timed_out`, `limit_exceeded`, `infra_error`.
+    pub outcome: String,
+    /// Why, when not completed.
+    pub reason: String,
+    /// The agent's exit code.
+    pub exit_code: i32,
+    /// Object keys (empty when absent).
+    pub patch_object: String,
+    /// `result.json`.
+    pub result_object: String,
+    /// The transcript.
+    pub transcript_object: String,
+    /// Egress denials during the run.
+    pub egress_denied: u32,
+}
+
+type RunRow = (
+    String,
+    String,
+    f64,
+    Option<String>,
+    Option<String>,
+    Option<i32>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i32>,
+);
+
+/// A requested run and, once it arrived, its result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    /// The run.
+    pub run_id: String,
+    /// `remediate` or `repair`.
+    pub purpose: String,
+    /// Seconds since it was requested.
+    pub age_secs: f64,
+    /// The result, once it arrived.
+    pub result: Option<RunResult>,
+}
+
+impl RunRecord {
+    fn from_row(row: RunRow) -> RunRecord {
+        let (run_id, purpose, age_secs, outcome, reason, exit_code, patch, result, transcript, denied) = row;
+        let result = outcome.map(|outcome| RunResult {
+            run_id: run_id.clone(),
+            outcome,
+            reason: reason.unwrap_or_default(),
+            exit_code: exit_code.unwrap_or_default(),
+            patch_object: patch.unwrap_or_default(),
+            result_object: result.unwrap_or_default(),
+            transcript_object: transcript.unwrap_or_default(),
+            egress_denied: denied.unwrap_or_default().max(0) as u32,
+        });
+        RunRecord { run_id, purpose, age_secs, result }
+    }
+}
+
 /// The controllers' shared store.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -95,7 +172,7 @@ impl Store {
         let row: Option<(bool,)> = sqlx::query_as(
             "INSERT INTO controller_remediations (remediation_id, revision, job, machine, state) \
              VALUES ($1, $2, $3, $4::json, 'queued') \
-             ON CONFLICT (remediation_id) DO UPDATE SET revision = EXCLUDED.revision, job = EXCLUDED.job, updated_at = now() \
+             ON CONFLICT (remediation_id) DO UPDATE SET revision = EXCLUDED.revision, job = EXCLUDED.job, wake_at = NULL, updated_at = now() \
              WHERE controller_remediations.revision < EXCLUDED.revision \
              RETURNING (xmax = 0)",
         )
@@ -138,12 +215,16 @@ impl Store {
         Ok(row.map(|(epoch,)| Lease { remediation_id: remediation_id.into(), owner: owner.into(), epoch }))
     }
 
-    /// Remediations that are not finished and whose lease is free or
-    /// expired, oldest first.
+    /// Remediations with work to do whose lease is free or expired, oldest
+    /// first: unfinished ones that are not asleep, and finished ones a
+    /// newer job revision arrived for or whose side effects are not done.
     pub async fn due(&self, limit: i64) -> Result<Vec<String>, Error> {
         let rows: Vec<(String,)> = sqlx::query_as(
             "SELECT remediation_id FROM controller_remediations \
-             WHERE state NOT IN ('succeeded', 'needs_human', 'failed', 'superseded') \
+             WHERE (state NOT IN ('succeeded', 'needs_human', 'failed', 'superseded') \
+                    OR revision > (machine->>'revision')::integer \
+                    OR json_array_length(machine->'outbox') > 0) \
+               AND (wake_at IS NULL OR wake_at <= now()) \
                AND (lease_until IS NULL OR lease_until < now()) \
              ORDER BY updated_at LIMIT $1",
         )
@@ -210,6 +291,184 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Keeps the trace context of the job's message (W3C `traceparent`).
+    pub async fn set_traceparent(&self, remediation_id: &str, traceparent: &str) -> Result<(), Error> {
+        sqlx::query("UPDATE controller_remediations SET traceparent = $2 WHERE remediation_id = $1")
+            .bind(remediation_id)
+            .bind(traceparent)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The stored trace context of the latest job.
+    pub async fn traceparent(&self, remediation_id: &str) -> Result<Option<String>, Error> {
+        let row: Option<(Option<String>,)> =
+            sqlx::query_as("SELECT traceparent FROM controller_remediations WHERE remediation_id = $1")
+                .bind(remediation_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.and_then(|(t,)| t))
+    }
+
+    /// Puts the remediation to sleep for `wait` (waiting for a run or CI);
+    /// a sandbox result for it or a new job wakes it earlier.
+    pub async fn snooze(&self, lease: &Lease, wait: Duration) -> Result<(), Error> {
+        sqlx::query(
+            "UPDATE controller_remediations SET wake_at = now() + make_interval(secs => $4) \
+             WHERE remediation_id = $1 AND lease_owner = $2 AND lease_epoch = $3",
+        )
+        .bind(&lease.remediation_id)
+        .bind(&lease.owner)
+        .bind(lease.epoch)
+        .bind(wait.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// What the executor keeps beside the machine.
+    pub async fn details(&self, remediation_id: &str) -> Result<Details, Error> {
+        let row: Option<(Option<String>, Option<i64>, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT branch, pr_number, pr_url, ci_evidence FROM controller_remediations WHERE remediation_id = $1",
+        )
+        .bind(remediation_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let (branch, pr_number, pr_url, ci_evidence) = row.unwrap_or_default();
+        Ok(Details { branch, pr_number: pr_number.map(|n| n.max(0) as u64), pr_url, ci_evidence })
+    }
+
+    /// Records the branch (kept once set: the PR's branch never changes)
+    /// and the pull request.
+    pub async fn set_pull_request(&self, lease: &Lease, branch: &str, number: u64, url: &str) -> Result<(), Error> {
+        self.fenced(
+            lease,
+            "UPDATE controller_remediations SET branch = COALESCE(branch, $4), pr_number = $5, pr_url = $6 \
+             WHERE remediation_id = $1 AND lease_owner = $2 AND lease_epoch = $3",
+            |q| q.bind(branch.to_owned()).bind(number as i64).bind(url.to_owned()),
+        )
+        .await
+    }
+
+    /// Keeps the latest patch-caused CI failure's fenced logs for the next
+    /// repair run.
+    pub async fn set_ci_evidence(&self, lease: &Lease, evidence: &str) -> Result<(), Error> {
+        self.fenced(
+            lease,
+            "UPDATE controller_remediations SET ci_evidence = $4 \
+             WHERE remediation_id = $1 AND lease_owner = $2 AND lease_epoch = $3",
+            |q| q.bind(evidence.to_owned()),
+        )
+        .await
+    }
+
+    async fn fenced<'q>(
+        &self,
+        lease: &'q Lease,
+        sql: &'static str,
+        bind: impl FnOnce(
+            sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+        ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<(), Error> {
+        let q = sqlx::query(sql).bind(&lease.remediation_id).bind(&lease.owner).bind(lease.epoch);
+        if bind(q).execute(&self.pool).await?.rows_affected() == 0 {
+            return Err(Error::LeaseLost { remediation_id: lease.remediation_id.clone() });
+        }
+        Ok(())
+    }
+
+    /// Records that run `run_id` was requested (again, after a crash:
+    /// nothing changes).
+    pub async fn record_run_request(
+        &self,
+        run_id: &str,
+        remediation_id: &str,
+        revision: u32,
+        purpose: &str,
+    ) -> Result<(), Error> {
+        sqlx::query(
+            "INSERT INTO controller_runs (run_id, remediation_id, revision, purpose) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (run_id) DO NOTHING",
+        )
+        .bind(run_id)
+        .bind(remediation_id)
+        .bind(revision as i32)
+        .bind(purpose)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Records a run's result (the first one wins: a redelivered result
+    /// changes nothing) and wakes its remediation. Returns false for a run
+    /// this controller never requested.
+    pub async fn record_run_result(&self, result: &RunResult) -> Result<bool, Error> {
+        let mut tx = self.pool.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE controller_runs SET outcome = $2, reason = $3, exit_code = $4, patch_object = $5, \
+                 result_object = $6, transcript_object = $7, egress_denied = $8, finished_at = now() \
+             WHERE run_id = $1 AND outcome IS NULL",
+        )
+        .bind(&result.run_id)
+        .bind(&result.outcome)
+        .bind(&result.reason)
+        .bind(result.exit_code)
+        .bind(&result.patch_object)
+        .bind(&result.result_object)
+        .bind(&result.transcript_object)
+        .bind(result.egress_denied as i32)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let known: Option<(String,)> =
+            sqlx::query_as("SELECT remediation_id FROM controller_runs WHERE run_id = $1")
+                .bind(&result.run_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if updated > 0 {
+            if let Some((remediation_id,)) = &known {
+                sqlx::query("UPDATE controller_remediations SET wake_at = NULL WHERE remediation_id = $1")
+                    .bind(remediation_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(known.is_some())
+    }
+
+    /// A requested run: when, and its result once it arrived.
+    pub async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, Error> {
+        let row: Option<RunRow> = sqlx::query_as(
+            "SELECT run_id, purpose, EXTRACT(EPOCH FROM (now() - requested_at))::float8, outcome, reason, exit_code, \
+                    patch_object, result_object, transcript_object, egress_denied \
+             FROM controller_runs WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(RunRecord::from_row))
+    }
+
+    /// The latest remediation run of `revision` that came back with a patch
+    /// (the fix a PR carries, whose account its body gives).
+    pub async fn latest_fix(&self, remediation_id: &str, revision: u32) -> Result<Option<RunRecord>, Error> {
+        let row: Option<RunRow> = sqlx::query_as(
+            "SELECT run_id, purpose, EXTRACT(EPOCH FROM (now() - requested_at))::float8, outcome, reason, exit_code, \
+                    patch_object, result_object, transcript_object, egress_denied \
+             FROM controller_runs \
+             WHERE remediation_id = $1 AND revision = $2 AND purpose = 'remediate' AND outcome = 'completed' \
+               AND patch_object <> '' \
+             ORDER BY requested_at DESC LIMIT 1",
+        )
+        .bind(remediation_id)
+        .bind(revision as i32)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(RunRecord::from_row))
     }
 
     /// Gives the lease back (the next controller may start at once).

@@ -55,6 +55,10 @@ pub struct ContextSpec {
     pub operator_instructions: Option<String>,
     /// For repairs: the failing checks' logs, already trimmed and fenced.
     pub ci_evidence: Option<String>,
+    /// Registries (`host:port`) the agent speaks plain HTTP to.
+    pub insecure_registries: Vec<String>,
+    /// The advisory DB folder inside the sandbox, when not the agent's default.
+    pub db: Option<PathBuf>,
 }
 
 /// Why preparation failed.
@@ -168,8 +172,11 @@ pub fn write_context(workspace: &Path, spec: &ContextSpec) -> Result<(), Error> 
         policy: TaskPolicy::default(),
         package_indexes: Default::default(),
         releases: Default::default(),
-        registry: Default::default(),
-        db: None,
+        registry: patchpilot_scanner::registry::RegistryConfig {
+            insecure: spec.insecure_registries.clone(),
+            ..Default::default()
+        },
+        db: spec.db.clone(),
         platform: None,
     };
     let write = |name: &str, bytes: &[u8]| -> Result<(), Error> {
@@ -273,6 +280,8 @@ mod tests {
             operator_instructions: Some("Use the internal mirror for Alpine packages.".into()),
             ci_evidence: (purpose == RunPurpose::Repair)
                 .then(|| "<untrusted-ci-log check=\"lint\">\nx\n</untrusted-ci-log>\n".into()),
+            insecure_registries: vec![],
+            db: None,
         }
     }
 

@@ -1,0 +1,202 @@
+//! `patchpilot-controller`'s configuration: the fleet's shared sections and
+//! `[controller]`.
+//!
+//! Secrets (the GitHub App key, webhook URLs) are named here, never logged:
+//! `--dump-config` masks them and the notifiers' `Debug` hides them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use patchpilot_fleet::config::{self, BusConfig, DatabaseConfig, NatsConfig, TelemetryConfig, Validate, key};
+use serde::{Deserialize, Serialize};
+
+use crate::forge::github::GitHubConfig;
+use crate::lifecycle::Limits;
+use crate::notify::NotifierConfig;
+use crate::vet::VetPolicy;
+
+/// Everything `patchpilot-controller` reads at start.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// NATS connection.
+    pub nats: NatsConfig,
+    /// Postgres: the lifecycle's state, leases, runs (and the local forge).
+    pub database: DatabaseConfig,
+    /// Logs, traces, metrics.
+    pub telemetry: TelemetryConfig,
+    /// Delivery limits and retention.
+    pub bus: BusConfig,
+    /// The controller itself.
+    pub controller: ControllerConfig,
+}
+
+impl Validate for Config {
+    fn validate(&self, _: &str) -> Result<(), config::Error> {
+        self.nats.validate("nats")?;
+        self.database.validate("database")?;
+        self.telemetry.validate("telemetry")?;
+        self.bus.validate("bus")?;
+        self.controller.validate("controller")
+    }
+}
+
+/// Which forge the controller writes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ForgeKind {
+    /// Bare repositories on disk, pull requests in Postgres, a local CI runner.
+    Local,
+    /// GitHub (or GitHub Enterprise Server) as a GitHub App.
+    Github,
+}
+
+/// `[controller.local]`: the single-machine forge.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LocalForgeConfig {
+    /// Where the bare repositories live (`<root>/<owner>/<name>.git`).
+    pub root: PathBuf,
+    /// Whether this controller also runs the local CI runner.
+    pub run_ci: bool,
+    /// Seconds a check command may run.
+    pub ci_timeout_secs: u64,
+}
+
+impl Default for LocalForgeConfig {
+    fn default() -> Self {
+        LocalForgeConfig {
+            root: PathBuf::from("/var/lib/patchpilot/forge"),
+            run_ci: true,
+            ci_timeout_secs: 20 * 60,
+        }
+    }
+}
+
+/// `[controller]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ControllerConfig {
+    /// `local` or `github`.
+    pub forge: ForgeKind,
+    /// The local forge, when `forge = "local"`.
+    pub local: LocalForgeConfig,
+    /// The GitHub App, when `forge = "github"`.
+    pub github: GitHubConfig,
+    /// Scratch space for clones (removed after each step).
+    pub work_dir: PathBuf,
+    /// Durable consumer names on `REMEDIATIONS` and `SANDBOX_RESULTS`.
+    pub consumer: String,
+    /// Seconds a lease on a remediation lasts; renewed while working.
+    pub lease_secs: u64,
+    /// How often the executor looks for due remediations, in milliseconds.
+    pub tick_millis: u64,
+    /// Seconds to wait for a sandbox result before the run counts as an
+    /// infrastructure failure.
+    pub run_timeout_secs: u64,
+    /// Seconds between looks at CI on a pending head commit.
+    pub ci_poll_secs: u64,
+    /// Repair, re-run and run-retry limits.
+    pub limits: Limits,
+    /// Labels every PatchPilot pull request gets.
+    pub labels: Vec<String>,
+    /// The label that hands a pull request to a person.
+    pub needs_human_label: String,
+    /// The agent command the sandbox runs in the workspace.
+    pub agent_command: Vec<String>,
+    /// Extra `host[:port]` entries every run may reach (a private registry).
+    pub allow_hosts: Vec<String>,
+    /// Registries (`host:port`) the agent speaks plain HTTP to.
+    pub insecure_registries: Vec<String>,
+    /// The advisory DB folder inside the sandbox, when not the agent's default.
+    pub agent_db: Option<PathBuf>,
+    /// The operator's instructions per repository (`owner/name`), written to
+    /// `.patchpilot/instructions.md`. The repository's own instruction
+    /// files are never read as configuration.
+    pub instructions: BTreeMap<String, String>,
+    /// Vetting policy.
+    pub vet: VetPolicy,
+    /// Notifiers for green, needs_human and failed.
+    pub notifiers: Vec<NotifierConfig>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            forge: ForgeKind::Local,
+            local: LocalForgeConfig::default(),
+            github: GitHubConfig::default(),
+            work_dir: std::env::temp_dir().join("patchpilot-controller"),
+            consumer: "controller".into(),
+            lease_secs: 120,
+            tick_millis: 500,
+            run_timeout_secs: 45 * 60,
+            ci_poll_secs: 10,
+            limits: Limits::default(),
+            labels: vec!["patchpilot".into(), "security".into()],
+            needs_human_label: "patchpilot:needs-human".into(),
+            agent_command: vec!["patchpilot-agent".into()],
+            allow_hosts: Vec::new(),
+            insecure_registries: Vec::new(),
+            agent_db: None,
+            instructions: BTreeMap::new(),
+            vet: VetPolicy::default(),
+            notifiers: vec![NotifierConfig::Stdout],
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// The lease length.
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs(self.lease_secs)
+    }
+}
+
+impl Validate for ControllerConfig {
+    fn validate(&self, prefix: &str) -> Result<(), config::Error> {
+        let positive = [
+            ("lease_secs", self.lease_secs),
+            ("tick_millis", self.tick_millis),
+            ("run_timeout_secs", self.run_timeout_secs),
+            ("ci_poll_secs", self.ci_poll_secs),
+            ("local.ci_timeout_secs", self.local.ci_timeout_secs),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(config::Error::invalid(key(prefix, name), "must be above 0"));
+            }
+        }
+        if self.lease_secs < 10 {
+            return Err(config::Error::invalid(
+                key(prefix, "lease_secs"),
+                "must be at least 10: a step (clone, vet, push) must fit in a lease",
+            ));
+        }
+        if self.agent_command.is_empty() || self.agent_command[0].is_empty() {
+            return Err(config::Error::invalid(key(prefix, "agent_command"), "must name a program"));
+        }
+        if self.consumer.is_empty() {
+            return Err(config::Error::invalid(key(prefix, "consumer"), "must not be empty"));
+        }
+        if self.needs_human_label.is_empty() {
+            return Err(config::Error::invalid(key(prefix, "needs_human_label"), "must not be empty"));
+        }
+        if !self.work_dir.is_absolute() {
+            return Err(config::Error::invalid(key(prefix, "work_dir"), "must be an absolute path"));
+        }
+        if self.forge == ForgeKind::Local && !self.local.root.is_absolute() {
+            return Err(config::Error::invalid(key(prefix, "local.root"), "must be an absolute path"));
+        }
+        for repo in self.instructions.keys() {
+            if crate::forge::Repo::from_url(&format!("local://{repo}")).is_err() {
+                return Err(config::Error::invalid(
+                    key(prefix, &format!("instructions.{repo}")),
+                    "keys are repositories as owner/name",
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,696 @@
+//! The executor: drives each remediation's [`Machine`] from its stored
+//! state, one step at a time, under a lease.
+//!
+//! A step is: take (or renew) the lease, load the machine, do one thing,
+//! store what happened. The one thing is, in order of precedence:
+//!
+//! 1. a newer job revision (or the first): feed it to the machine;
+//! 2. the oldest side effect in the outbox (comment, label, re-run,
+//!    notification, close), then mark it done;
+//! 3. the main-line action the state implies ([`Machine::pending`]): pack
+//!    and request a sandbox run, vet, publish, look at CI;
+//! 4. while a run is out: look for its result, or give up on it after the
+//!    run timeout.
+//!
+//! Waiting (for a run, for CI) is a `wake_at` in the row, not a held lease
+//! or a sleeping task, so a controller can stop at any moment. Every action
+//! is safe to repeat after a crash: run requests carry their run id as the
+//! message id, publishing compares trees before pushing and looks the PR up
+//! by branch, comments carry a marker and are not posted twice.
+//! Notifications are the one exception, at least once: a crash between
+//! sending one and storing that it was sent sends it again.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use patchpilot_fleet::artifacts::ArtifactStore;
+use patchpilot_fleet::bus::subjects;
+use patchpilot_fleet::bus::trace;
+use patchpilot_fleet::model::{JobReason, RemediationJob};
+use patchpilot_fleet::{Bus, error_chain};
+use patchpilot_proto::{Message as _, v1};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+use crate::ci_watch::{self, CiState};
+use crate::config::ControllerConfig;
+use crate::forge::{Access, Forge, Repo};
+use crate::lifecycle::{Action, Event, Machine, Notice, Purpose, RunEnd, State};
+use crate::notify::{self, Notification, Notifier};
+use crate::publish::{self, RunSummary};
+use crate::publisher::{self, PublishRequest};
+use crate::runs::{self, RunRequestSpec};
+use crate::store::{self, Details, Lease, RunResult, Store};
+use crate::vet::{self, VetContext};
+use crate::workspace::{self, ContextSpec, RunPurpose};
+
+/// Largest patch or result fetched from the object store.
+const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+/// Steps one remediation may take in one go before others get a turn.
+const STEPS_PER_TURN: usize = 32;
+/// Wait after a step failed for a reason outside the patch (forge down).
+const STEP_RETRY: Duration = Duration::from_secs(15);
+/// Marker prefix of comments the controller posts.
+pub const COMMENT_MARKER: &str = "<!-- patchpilot:comment=";
+
+/// What stops the executor (a step's own failures only delay it).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+/// A step that could not be done now; retried after [`STEP_RETRY`].
+#[derive(Debug)]
+struct StepFailure(String);
+
+impl<E: std::error::Error + 'static> From<E> for StepFailure {
+    fn from(e: E) -> Self {
+        StepFailure(error_chain(&e))
+    }
+}
+
+/// What a main-line action came to.
+enum Step {
+    /// Feed this to the machine.
+    Event(Event),
+    /// Nothing yet; look again after this long.
+    Wait(Duration),
+}
+
+/// The executor and everything it acts through.
+#[derive(Debug)]
+pub struct Executor {
+    store: Store,
+    forge: Arc<dyn Forge>,
+    bus: Bus,
+    artifacts: ArtifactStore,
+    notifiers: Vec<Notifier>,
+    config: ControllerConfig,
+    owner: String,
+}
+
+impl Executor {
+    /// An executor named `owner` (unique per controller process).
+    pub fn new(
+        store: Store,
+        forge: Arc<dyn Forge>,
+        bus: Bus,
+        artifacts: ArtifactStore,
+        notifiers: Vec<Notifier>,
+        config: ControllerConfig,
+        owner: String,
+    ) -> Executor {
+        Executor { store, forge, bus, artifacts, notifiers, config, owner }
+    }
+
+    /// Works on due remediations until `shutdown` fires; the step in hand
+    /// finishes first.
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), Error> {
+        let tick = Duration::from_millis(self.config.tick_millis);
+        loop {
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            match self.tick(&shutdown).await {
+                Ok(_) => {}
+                // The database is the executor's only must-have; keep
+                // trying rather than exit, the lease protects the rows.
+                Err(e) => tracing::warn!(error = %error_chain(&e), "executor tick failed"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(tick) => {}
+            }
+        }
+    }
+
+    /// One pass over the due remediations; returns how many it worked on.
+    pub async fn tick(&self, shutdown: &CancellationToken) -> Result<usize, Error> {
+        let due = self.store.due(16).await?;
+        let mut worked = 0;
+        for remediation_id in due {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let Some(lease) = self.store.acquire(&remediation_id, &self.owner, self.config.lease()).await? else {
+                continue;
+            };
+            worked += 1;
+            let span = tracing::info_span!("remediation", remediation_id = %remediation_id, otel.name = "controller.remediation");
+            if let Ok(Some(tp)) = self.store.traceparent(&remediation_id).await {
+                // Only fails when the span is disabled; the work goes on.
+                let _ = span.set_parent(trace::from_traceparent(&tp));
+            }
+            let outcome = self.advance(&lease, shutdown).instrument(span).await;
+            // Given back whatever happened; `wake_at` says when it is due.
+            let released = self.store.release(&lease).await;
+            match outcome {
+                Ok(()) | Err(Error::Store(store::Error::LeaseLost { .. })) => {}
+                Err(e) => tracing::warn!(remediation_id, error = %error_chain(&e), "remediation step failed"),
+            }
+            released?;
+        }
+        Ok(worked)
+    }
+
+    /// Takes steps on one remediation until it waits, finishes, or has had
+    /// its turn.
+    async fn advance(&self, lease: &Lease, shutdown: &CancellationToken) -> Result<(), Error> {
+        let id = &lease.remediation_id;
+        for _ in 0..STEPS_PER_TURN {
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            // Renews the lease (same owner keeps its epoch); lost means
+            // another controller took over: stop touching the row.
+            if self.store.acquire(id, &self.owner, self.config.lease()).await?.is_none() {
+                return Err(store::Error::LeaseLost { remediation_id: id.clone() }.into());
+            }
+            let Some((mut machine, revision, job_bytes)) = self.store.load(id).await? else { return Ok(()) };
+            let from = machine.state.clone();
+            let job = match decode_job(&job_bytes) {
+                Ok(job) => job,
+                Err(reason) => {
+                    machine.revision = revision;
+                    machine.apply(Event::Abandon { reason }, &self.config.limits);
+                    self.store.save(lease, &from, &machine, "abandon").await?;
+                    return Ok(());
+                }
+            };
+            let repo = match Repo::from_url(&job.target.repo_url) {
+                Ok(repo) => repo,
+                Err(e) => {
+                    machine.revision = revision;
+                    let reason = format!("target.repo_url: {e}");
+                    machine.apply(Event::Abandon { reason }, &self.config.limits);
+                    self.store.save(lease, &from, &machine, "abandon").await?;
+                    return Ok(());
+                }
+            };
+
+            // 1. A newer revision, or the first.
+            if revision > machine.revision || machine.state == State::Queued {
+                machine.revision = revision;
+                let event = if job.reason == JobReason::Resolved { Event::Resolved } else { Event::Job };
+                let name = event_name(&event);
+                machine.apply(event, &self.config.limits);
+                self.store.save(lease, &from, &machine, &name).await?;
+                tracing::info!(revision, state = %state_name(&machine.state), "job taken");
+                continue;
+            }
+            let details = self.store.details(id).await?;
+
+            // 2. Side effects decided earlier.
+            if let Some(action) = machine.outbox.first().cloned() {
+                match self.side_effect(&machine, &job, &repo, &details, &action).await {
+                    Ok(()) => {
+                        machine.complete(&action);
+                        self.store.save(lease, &from, &machine, &format!("done:{}", action_name(&action))).await?;
+                        continue;
+                    }
+                    Err(StepFailure(reason)) => {
+                        tracing::warn!(action = action_name(&action), reason, "side effect failed; retrying later");
+                        self.store.snooze(lease, STEP_RETRY).await?;
+                        return Ok(());
+                    }
+                }
+            }
+
+            // 3 and 4. The main line.
+            let step = match (&machine.state, machine.pending()) {
+                (State::Running { run_id, .. }, _) => self.await_result(run_id).await,
+                (_, Some(action)) => {
+                    let span = tracing::info_span!("step", action = action_name(&action));
+                    self.perform(lease, &machine, &job, &repo, &details, &action).instrument(span).await
+                }
+                (_, None) => return Ok(()),
+            };
+            match step {
+                Ok(Step::Event(event)) => {
+                    let name = event_name(&event);
+                    machine.apply(event, &self.config.limits);
+                    self.store.save(lease, &from, &machine, &name).await?;
+                    tracing::info!(from = %state_name(&from), to = %state_name(&machine.state), event = %name, "transition");
+                }
+                Ok(Step::Wait(wait)) => {
+                    self.store.snooze(lease, wait).await?;
+                    return Ok(());
+                }
+                Err(StepFailure(reason)) => {
+                    tracing::warn!(state = %state_name(&machine.state), reason, "step failed; retrying later");
+                    self.store.snooze(lease, STEP_RETRY).await?;
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Performs a main-line action.
+    async fn perform(
+        &self,
+        lease: &Lease,
+        machine: &Machine,
+        job: &RemediationJob,
+        repo: &Repo,
+        details: &Details,
+        action: &Action,
+    ) -> Result<Step, StepFailure> {
+        match action {
+            Action::RequestRun { purpose, run_id } => {
+                self.request_run(machine, job, repo, details, *purpose, run_id).await
+            }
+            Action::Vet { purpose, run_id } => {
+                let scratch = self.scratch(&machine.remediation_id)?;
+                let report = self.apply_run_patch(scratch.path(), machine, job, repo, details, *purpose, run_id).await?;
+                Ok(Step::Event(if report.accepted {
+                    Event::VetAccepted
+                } else {
+                    Event::VetRefused { report: report.to_string() }
+                }))
+            }
+            Action::Publish { run_id } => self.publish(lease, machine, job, repo, details, run_id).await,
+            Action::WatchChecks { head_sha } => {
+                match ci_watch::look(self.forge.as_ref(), repo, head_sha).await? {
+                    CiState::Pending => Ok(Step::Wait(Duration::from_secs(self.config.ci_poll_secs))),
+                    CiState::Passed => Ok(Step::Event(Event::ChecksPassed)),
+                    CiState::Failed { checks, evidence } => {
+                        if !evidence.is_empty() {
+                            self.store.set_ci_evidence(lease, &evidence).await?;
+                        }
+                        Ok(Step::Event(Event::ChecksFailed(checks)))
+                    }
+                }
+            }
+            // Side effects never come from `pending()`.
+            other => Err(StepFailure(format!("{} is not a main-line action", action_name(other)))),
+        }
+    }
+
+    /// Clones, writes `.patchpilot/`, packs to the object store and
+    /// publishes the SandboxRun (message id = run id, so a replay after a
+    /// crash is deduplicated by the bus).
+    async fn request_run(
+        &self,
+        machine: &Machine,
+        job: &RemediationJob,
+        repo: &Repo,
+        details: &Details,
+        purpose: Purpose,
+        run_id: &str,
+    ) -> Result<Step, StepFailure> {
+        let scratch = self.scratch(&machine.remediation_id)?;
+        let ws = scratch.path().join("ws");
+        let remote = self.forge.remote(repo, Access::Read).await?;
+        let branch = self.base_for(job, details, purpose);
+        workspace::clone(&remote, &branch, &ws).await?;
+        let spec = ContextSpec {
+            run_id: run_id.to_owned(),
+            remediation_id: machine.remediation_id.clone(),
+            purpose: match purpose {
+                Purpose::Remediate => RunPurpose::Remediate,
+                Purpose::Repair => RunPurpose::Repair,
+            },
+            dockerfile: job.target.dockerfile.clone(),
+            context: if job.target.context.is_empty() { ".".into() } else { job.target.context.clone() },
+            image: job.images.first().map(|i| i.image_ref.clone()),
+            findings: job.findings.clone(),
+            operator_instructions: self.config.instructions.get(&repo.to_string()).cloned(),
+            ci_evidence: match purpose {
+                Purpose::Repair => details.ci_evidence.clone(),
+                Purpose::Remediate => None,
+            },
+            insecure_registries: self.config.insecure_registries.clone(),
+            db: self.config.agent_db.clone(),
+        };
+        workspace::write_context(&ws, &spec)?;
+        let dockerfile = std::fs::read_to_string(ws.join(&job.target.dockerfile)).unwrap_or_default();
+        let packed = workspace::pack(&ws)?;
+        let object = format!("workspaces/{run_id}.tar.gz");
+        self.artifacts.put_bytes(&object, &packed).await?;
+
+        let mut egress = runs::egress_policy(&job.findings, &runs::registry_hosts(&dockerfile));
+        for host in &self.config.allow_hosts {
+            if !egress.allow_hosts.contains(host) {
+                egress.allow_hosts.push(host.clone());
+            }
+        }
+        let run = runs::sandbox_run(&RunRequestSpec {
+            run_id: run_id.to_owned(),
+            remediation_id: machine.remediation_id.clone(),
+            purpose,
+            attempt: machine.counters.repairs,
+            workspace_object: object,
+            ci_logs_object: None,
+            agent_command: self.config.agent_command.clone(),
+            egress,
+            limits: v1::RunLimits::default(),
+        });
+        // Recorded before it is published, so a result can never arrive
+        // for a run the store does not know.
+        self.store
+            .record_run_request(run_id, &machine.remediation_id, machine.revision, purpose_name(purpose))
+            .await?;
+        self.bus.publish(subjects::SANDBOX_RUN, run_id, &run).await?;
+        tracing::info!(run_id, purpose = purpose_name(purpose), bytes = packed.len(), "sandbox run requested");
+        Ok(Step::Event(Event::RunRequested { run_id: run_id.to_owned() }))
+    }
+
+    /// The run's result, or how long to wait for it.
+    async fn await_result(&self, run_id: &str) -> Result<Step, StepFailure> {
+        let Some(record) = self.store.run(run_id).await? else {
+            return Ok(Step::Event(Event::RunEnded(RunEnd::Infrastructure {
+                reason: format!("run {run_id} was never recorded as requested"),
+            })));
+        };
+        let timeout = self.config.run_timeout_secs as f64;
+        match record.result {
+            Some(result) => Ok(Step::Event(Event::RunEnded(run_end(&result)))),
+            None if record.age_secs >= timeout => Ok(Step::Event(Event::RunEnded(RunEnd::Infrastructure {
+                reason: format!("no result within {} s", self.config.run_timeout_secs),
+            }))),
+            // A result wakes the remediation; this is the deadline.
+            None => Ok(Step::Wait(Duration::from_secs_f64((timeout - record.age_secs).max(1.0)))),
+        }
+    }
+
+    /// Clones the base the run worked on into `dir/clone` and vets the
+    /// run's patch there; on acceptance the change is staged.
+    #[allow(clippy::too_many_arguments)]
+    async fn apply_run_patch(
+        &self,
+        dir: &Path,
+        machine: &Machine,
+        job: &RemediationJob,
+        repo: &Repo,
+        details: &Details,
+        purpose: Purpose,
+        run_id: &str,
+    ) -> Result<vet::VetReport, StepFailure> {
+        let record = self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))?;
+        let patch_object = record.result.map(|r| r.patch_object).unwrap_or_default();
+        if patch_object.is_empty() {
+            return Err(StepFailure(format!("run {run_id} has no patch")));
+        }
+        let patch = self.artifacts.get_bytes(&patch_object, MAX_ARTIFACT_BYTES).await?;
+        let context = match purpose {
+            Purpose::Remediate => VetContext { repo_name: Some(repo.name.clone()), ..VetContext::remediate() },
+            Purpose::Repair => {
+                let fix = self.store.latest_fix(&machine.remediation_id, machine.revision).await?;
+                let required = match fix.and_then(|f| f.result) {
+                    Some(r) if !r.patch_object.is_empty() => {
+                        let fix_patch = self.artifacts.get_bytes(&r.patch_object, MAX_ARTIFACT_BYTES).await?;
+                        vet::required_edits_from_patch(&fix_patch)
+                    }
+                    _ => Vec::new(),
+                };
+                VetContext { repo_name: Some(repo.name.clone()), ..VetContext::repair(required) }
+            }
+        };
+        let remote = self.forge.remote(repo, Access::Read).await?;
+        let clone = dir.join("clone");
+        workspace::clone(&remote, &self.base_for(job, details, purpose), &clone).await?;
+        Ok(vet::vet_patch(&clone, &patch, &self.config.vet, &context).await?)
+    }
+
+    /// Re-applies the vetted patch (vetting is deterministic) and publishes
+    /// it: commit, push, open or update the PR.
+    async fn publish(
+        &self,
+        lease: &Lease,
+        machine: &Machine,
+        job: &RemediationJob,
+        repo: &Repo,
+        details: &Details,
+        run_id: &str,
+    ) -> Result<Step, StepFailure> {
+        let record = self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))?;
+        let purpose = if record.purpose == "repair" { Purpose::Repair } else { Purpose::Remediate };
+        let scratch = self.scratch(&machine.remediation_id)?;
+        let report = self.apply_run_patch(scratch.path(), machine, job, repo, details, purpose, run_id).await?;
+        if !report.accepted {
+            return Err(StepFailure(format!("the patch of {run_id} no longer passes vetting:\n{report}")));
+        }
+        let summary = match self.store.latest_fix(&machine.remediation_id, machine.revision).await? {
+            Some(fix) => match fix.result.map(|r| r.result_object).filter(|o| !o.is_empty()) {
+                Some(object) => RunSummary::parse(&self.artifacts.get_bytes(&object, MAX_ARTIFACT_BYTES).await?),
+                None => RunSummary::default(),
+            },
+            None => RunSummary::default(),
+        };
+        let dockerfile = &job.target.dockerfile;
+        let branch =
+            details.branch.clone().unwrap_or_else(|| publish::branch_name(dockerfile, &job.findings));
+        let title = publish::title(dockerfile, &job.findings);
+        let body = publish::body(&machine.remediation_id, machine.revision, dockerfile, &job.findings, &summary);
+        let message = match purpose {
+            Purpose::Remediate => publish::commit_message(dockerfile, &job.findings, &summary),
+            Purpose::Repair => format!(
+                "Repair CI after: {title}\n\nForward fix from sandbox run {run_id}; the fix stays in place.\n\nFixes: {}\n",
+                publish::finding_ids(&job.findings).join(", ")
+            ),
+        };
+        let base = self.base_for(job, details, Purpose::Remediate);
+        let published = publisher::publish_change(
+            self.forge.as_ref(),
+            &PublishRequest {
+                repo,
+                clone: &scratch.path().join("clone"),
+                base_branch: &base,
+                head_branch: &branch,
+                message: &message,
+                title: &title,
+                body: &body,
+                labels: &self.config.labels,
+            },
+        )
+        .await?;
+        self.store.set_pull_request(lease, &branch, published.pr.number, &published.pr.url).await?;
+        tracing::info!(pr = %published.pr.url, head = %published.head_sha, pushed = published.pushed, "published");
+        Ok(Step::Event(Event::Published { head_sha: published.head_sha }))
+    }
+
+    /// Performs a side effect from the outbox.
+    async fn side_effect(
+        &self,
+        machine: &Machine,
+        job: &RemediationJob,
+        repo: &Repo,
+        details: &Details,
+        action: &Action,
+    ) -> Result<(), StepFailure> {
+        let forge = self.forge.as_ref();
+        match action {
+            Action::Rerun { check_ids } => {
+                let State::CiPending { head_sha } = &machine.state else { return Ok(()) };
+                for check in forge.checks(repo, head_sha).await? {
+                    if check_ids.contains(&check.id) {
+                        forge.rerun(repo, &check).await?;
+                    }
+                }
+            }
+            Action::Comment { key, body } => {
+                if let Some(number) = details.pr_number {
+                    self.comment_once(repo, number, key, body).await?;
+                }
+            }
+            Action::LabelNeedsHuman => {
+                if let Some(number) = details.pr_number {
+                    forge.add_labels(repo, number, std::slice::from_ref(&self.config.needs_human_label)).await?;
+                }
+            }
+            Action::ClosePr { reason } => {
+                if let Some(number) = details.pr_number {
+                    let key = format!("closed-r{}", machine.revision);
+                    self.comment_once(repo, number, &key, reason).await?;
+                    forge.close_pull_request(repo, number).await?;
+                }
+            }
+            Action::Notify(notice) => {
+                let n = notification(*notice, machine, job, repo, details);
+                for notifier in &self.notifiers {
+                    // One notifier down must not hold the others (or the
+                    // lifecycle) hostage: its own retries are inside send.
+                    if let Err(e) = notifier.send(&n).await {
+                        tracing::warn!(notifier = notifier.kind(), error = %error_chain(&e), "notification not delivered");
+                    }
+                }
+            }
+            Action::RequestRun { .. } | Action::Vet { .. } | Action::Publish { .. } | Action::WatchChecks { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Posts `body` with a marker for `key` unless a comment with that
+    /// marker is already there.
+    async fn comment_once(&self, repo: &Repo, number: u64, key: &str, body: &str) -> Result<(), StepFailure> {
+        let marker = format!("{COMMENT_MARKER}{key} -->");
+        let existing = self.forge.comments(repo, number).await?;
+        if existing.iter().any(|c| c.body.contains(&marker)) {
+            return Ok(());
+        }
+        self.forge.comment(repo, number, &format!("{body}\n\n{marker}")).await?;
+        Ok(())
+    }
+
+    /// The branch a run starts from: the target branch for a remediation,
+    /// the PR's branch for a repair (a forward fix on top of the fix).
+    fn base_for(&self, job: &RemediationJob, details: &Details, purpose: Purpose) -> String {
+        let target = if job.target.branch.is_empty() { "main".to_owned() } else { job.target.branch.clone() };
+        match (purpose, &details.branch) {
+            (Purpose::Repair, Some(branch)) => branch.clone(),
+            _ => target,
+        }
+    }
+
+    /// A scratch folder for one step, removed when dropped.
+    fn scratch(&self, remediation_id: &str) -> Result<tempfile::TempDir, StepFailure> {
+        std::fs::create_dir_all(&self.config.work_dir)?;
+        let prefix: String = remediation_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
+        Ok(tempfile::Builder::new().prefix(&format!("{prefix}-")).tempdir_in(&self.config.work_dir)?)
+    }
+}
+
+fn decode_job(bytes: &[u8]) -> Result<RemediationJob, String> {
+    let pb = v1::RemediationJob::decode(bytes).map_err(|e| format!("the stored job does not decode: {e}"))?;
+    RemediationJob::from_proto(pb).map_err(|e| format!("the stored job is invalid: {e}"))
+}
+
+/// How the controller reads a sandbox result.
+pub fn run_end(result: &RunResult) -> RunEnd {
+    match result.outcome.as_str() {
+        "completed" if !result.patch_object.is_empty() => RunEnd::Patch,
+        "completed" => RunEnd::NoChange {
+            reason: if result.reason.is_empty() { "the agent changed nothing".into() } else { result.reason.clone() },
+        },
+        "agent_failed" | "timed_out" | "limit_exceeded" => RunEnd::AgentFailed {
+            reason: format!("{}: {}", result.outcome, result.reason),
+        },
+        _ => RunEnd::Infrastructure { reason: format!("{}: {}", result.outcome, result.reason) },
+    }
+}
+
+/// The stored name of a result's outcome.
+pub fn outcome_name(outcome: v1::RunOutcome) -> &'static str {
+    match outcome {
+        v1::RunOutcome::Completed => "completed",
+        v1::RunOutcome::AgentFailed => "agent_failed",
+        v1::RunOutcome::TimedOut => "timed_out",
+        v1::RunOutcome::LimitExceeded => "limit_exceeded",
+        v1::RunOutcome::InfraError | v1::RunOutcome::Unspecified => "infra_error",
+    }
+}
+
+fn notification(notice: Notice, machine: &Machine, job: &RemediationJob, repo: &Repo, details: &Details) -> Notification {
+    let pr_url = details.pr_url.clone().unwrap_or_default();
+    let (event, summary) = match (&notice, &machine.state) {
+        (Notice::Green, _) => (
+            notify::Event::Green,
+            format!(
+                "CI is green on the fix for {} CVE(s) in {} after {} repair run(s).",
+                publish::finding_ids(&job.findings).len(),
+                job.target.dockerfile,
+                machine.counters.repairs
+            ),
+        ),
+        (Notice::NeedsHuman, State::NeedsHuman { reason }) => (notify::Event::NeedsHuman, first_line(reason)),
+        (Notice::NeedsHuman, _) => (notify::Event::NeedsHuman, "handed to a person".into()),
+        (Notice::Failed, State::Failed { reason }) => (notify::Event::Failed, first_line(reason)),
+        (Notice::Failed, _) => (notify::Event::Failed, "the remediation failed".into()),
+    };
+    Notification { event, repository: repo.to_string(), pr_url, cves: publish::finding_ids(&job.findings), summary }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").chars().take(300).collect()
+}
+
+fn purpose_name(purpose: Purpose) -> &'static str {
+    match purpose {
+        Purpose::Remediate => "remediate",
+        Purpose::Repair => "repair",
+    }
+}
+
+/// The stored name of a state (`preparing`, `ci_pending`…).
+pub fn state_name(state: &State) -> String {
+    match serde_json::to_value(state) {
+        Ok(serde_json::Value::Object(map)) => {
+            map.get("state").and_then(|s| s.as_str()).unwrap_or("unknown").to_owned()
+        }
+        _ => "unknown".to_owned(),
+    }
+}
+
+fn event_name(event: &Event) -> String {
+    match event {
+        Event::Job => "job".into(),
+        Event::Resolved => "resolved".into(),
+        Event::RunRequested { run_id } => format!("run_requested:{run_id}"),
+        Event::RunEnded(RunEnd::Patch) => "run_ended:patch".into(),
+        Event::RunEnded(RunEnd::NoChange { .. }) => "run_ended:no_change".into(),
+        Event::RunEnded(RunEnd::AgentFailed { .. }) => "run_ended:agent_failed".into(),
+        Event::RunEnded(RunEnd::Infrastructure { .. }) => "run_ended:infrastructure".into(),
+        Event::VetAccepted => "vet_accepted".into(),
+        Event::VetRefused { .. } => "vet_refused".into(),
+        Event::Published { head_sha } => format!("published:{}", &head_sha[..head_sha.len().min(12)]),
+        Event::ChecksPassed => "checks_passed".into(),
+        Event::ChecksFailed(checks) => {
+            let infra = checks.iter().filter(|c| c.infrastructure.is_some()).count();
+            format!("checks_failed:{}:infra={infra}", checks.len())
+        }
+        Event::Abandon { .. } => "abandon".into(),
+        Event::StepError { .. } => "step_error".into(),
+    }
+}
+
+fn action_name(action: &Action) -> &'static str {
+    match action {
+        Action::RequestRun { .. } => "request_run",
+        Action::Vet { .. } => "vet",
+        Action::Publish { .. } => "publish",
+        Action::WatchChecks { .. } => "watch_checks",
+        Action::Rerun { .. } => "rerun",
+        Action::Comment { .. } => "comment",
+        Action::LabelNeedsHuman => "label_needs_human",
+        Action::Notify(_) => "notify",
+        Action::ClosePr { .. } => "close_pr",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(outcome: &str, patch: &str) -> RunResult {
+        RunResult {
+            run_id: "r".into(),
+            outcome: outcome.into(),
+            reason: "why".into(),
+            exit_code: 0,
+            patch_object: patch.into(),
+            result_object: String::new(),
+            transcript_object: String::new(),
+            egress_denied: 0,
+        }
+    }
+
+    #[test]
+    fn results_map_to_run_ends() {
+        assert_eq!(run_end(&result("completed", "runs/r/patch")), RunEnd::Patch);
+        assert!(matches!(run_end(&result("completed", "")), RunEnd::NoChange { .. }));
+        assert!(matches!(run_end(&result("timed_out", "")), RunEnd::AgentFailed { .. }));
+        assert!(matches!(run_end(&result("infra_error", "")), RunEnd::Infrastructure { .. }));
+        assert!(matches!(run_end(&result("something new", "")), RunEnd::Infrastructure { .. }));
+    }
+
+    #[test]
+    fn outcomes_have_stable_names() {
+        assert_eq!(outcome_name(v1::RunOutcome::Completed), "completed");
+        assert_eq!(outcome_name(v1::RunOutcome::Unspecified), "infra_error");
+    }
+}
