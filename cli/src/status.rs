@@ -55,6 +55,18 @@ struct Status {
     sandbox_runs: BTreeMap<String, i64>,
     /// Egress denials in the last 24 hours.
     egress_denied_24h: i64,
+    /// The controller's remediations by lifecycle state.
+    controller: BTreeMap<String, i64>,
+    /// The controller's most recently changed remediations.
+    pull_requests: Vec<PullRequestView>,
+}
+
+#[derive(Debug, Serialize, sqlx::FromRow)]
+struct PullRequestView {
+    remediation_id: String,
+    state: String,
+    pr_url: Option<String>,
+    runs: i64,
 }
 
 /// Runs the command.
@@ -96,6 +108,8 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         findings: 0,
         sandbox_runs: BTreeMap::new(),
         egress_denied_24h: 0,
+        controller: BTreeMap::new(),
+        pull_requests: Vec::new(),
     };
     if schema_ready {
         status.remediations =
@@ -133,6 +147,21 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
             "SELECT count(*) FROM egress_decisions WHERE verdict = 'deny' AND at > now() - interval '24 hours'",
         )
         .fetch_one(&pool)
+        .await?;
+        status.controller = sqlx::query_as::<_, (String, i64)>(
+            "SELECT state, count(*) FROM controller_remediations GROUP BY state",
+        )
+        .fetch_all(&pool)
+        .await?
+        .into_iter()
+        .collect();
+        status.pull_requests = sqlx::query_as(
+            "SELECT r.remediation_id, r.state, r.pr_url, \
+                    (SELECT count(*) FROM controller_runs c WHERE c.remediation_id = r.remediation_id) AS runs \
+             FROM controller_remediations r ORDER BY r.updated_at DESC LIMIT $1",
+        )
+        .bind(args.unmapped_limit)
+        .fetch_all(&pool)
         .await?;
     }
     bus.drain().await;
@@ -185,6 +214,23 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         println!("  {state:<28} {n}");
     }
     println!("  egress denials, last 24 h: {}", status.egress_denied_24h);
+    println!();
+    println!("CONTROLLER");
+    if status.controller.is_empty() {
+        println!("  (none)");
+    }
+    for (state, n) in &status.controller {
+        println!("  {state:<14} {n}");
+    }
+    for pr in &status.pull_requests {
+        println!(
+            "  {}  {:<12} runs {:<2} {}",
+            pr.remediation_id,
+            pr.state,
+            pr.runs,
+            pr.pr_url.as_deref().unwrap_or("(no pull request yet)")
+        );
+    }
     println!();
     println!(
         "DEAD LETTERS: {}{}",

@@ -105,6 +105,9 @@ pub struct ControllerConfig {
     pub needs_human_label: String,
     /// The agent command the sandbox runs in the workspace.
     pub agent_command: Vec<String>,
+    /// Whether sandbox runs get a Docker daemon (the built-in agent needs
+    /// one to build and rescan).
+    pub agent_docker: bool,
     /// Extra `host[:port]` entries every run may reach (a private registry).
     pub allow_hosts: Vec<String>,
     /// Registries (`host:port`) the agent speaks plain HTTP to.
@@ -137,6 +140,7 @@ impl Default for ControllerConfig {
             labels: vec!["patchpilot".into(), "security".into()],
             needs_human_label: "patchpilot:needs-human".into(),
             agent_command: vec!["patchpilot-agent".into()],
+            agent_docker: true,
             allow_hosts: Vec::new(),
             insecure_registries: Vec::new(),
             agent_db: None,
@@ -168,10 +172,10 @@ impl Validate for ControllerConfig {
                 return Err(config::Error::invalid(key(prefix, name), "must be above 0"));
             }
         }
-        if self.lease_secs < 10 {
+        if self.lease_secs < 3 {
             return Err(config::Error::invalid(
                 key(prefix, "lease_secs"),
-                "must be at least 10: a step (clone, vet, push) must fit in a lease",
+                "must be at least 3: a step (clone, vet, push) must fit in a lease",
             ));
         }
         if self.agent_command.is_empty() || self.agent_command[0].is_empty() {

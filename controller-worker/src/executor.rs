@@ -136,7 +136,8 @@ impl Executor {
             if shutdown.is_cancelled() {
                 break;
             }
-            let Some(lease) = self.store.acquire(&remediation_id, &self.owner, self.config.lease()).await? else {
+            let Some(lease) = self.store.acquire(&remediation_id, &self.owner, self.config.lease()).await?
+            else {
                 continue;
             };
             worked += 1;
@@ -209,11 +210,17 @@ impl Executor {
                 match self.side_effect(&machine, &job, &repo, &details, &action).await {
                     Ok(()) => {
                         machine.complete(&action);
-                        self.store.save(lease, &from, &machine, &format!("done:{}", action_name(&action))).await?;
+                        self.store
+                            .save(lease, &from, &machine, &format!("done:{}", action_name(&action)))
+                            .await?;
                         continue;
                     }
                     Err(StepFailure(reason)) => {
-                        tracing::warn!(action = action_name(&action), reason, "side effect failed; retrying later");
+                        tracing::warn!(
+                            action = action_name(&action),
+                            reason,
+                            "side effect failed; retrying later"
+                        );
                         self.store.snooze(lease, STEP_RETRY).await?;
                         return Ok(());
                     }
@@ -266,7 +273,9 @@ impl Executor {
             }
             Action::Vet { purpose, run_id } => {
                 let scratch = self.scratch(&machine.remediation_id)?;
-                let report = self.apply_run_patch(scratch.path(), machine, job, repo, details, *purpose, run_id).await?;
+                let report = self
+                    .apply_run_patch(scratch.path(), machine, job, repo, details, *purpose, run_id)
+                    .await?;
                 Ok(Step::Event(if report.accepted {
                     Event::VetAccepted
                 } else {
@@ -307,7 +316,7 @@ impl Executor {
         let ws = scratch.path().join("ws");
         let remote = self.forge.remote(repo, Access::Read).await?;
         let branch = self.base_for(job, details, purpose);
-        workspace::clone(&remote, &branch, &ws).await?;
+        let base_sha = workspace::clone(&remote, &branch, &ws).await?;
         let spec = ContextSpec {
             run_id: run_id.to_owned(),
             remediation_id: machine.remediation_id.clone(),
@@ -349,14 +358,26 @@ impl Executor {
             agent_command: self.config.agent_command.clone(),
             egress,
             limits: v1::RunLimits::default(),
+            docker: self.config.agent_docker,
         });
         // Recorded before it is published, so a result can never arrive
         // for a run the store does not know.
         self.store
-            .record_run_request(run_id, &machine.remediation_id, machine.revision, purpose_name(purpose))
+            .record_run_request(
+                run_id,
+                &machine.remediation_id,
+                machine.revision,
+                purpose_name(purpose),
+                &base_sha,
+            )
             .await?;
         self.bus.publish(subjects::SANDBOX_RUN, run_id, &run).await?;
-        tracing::info!(run_id, purpose = purpose_name(purpose), bytes = packed.len(), "sandbox run requested");
+        tracing::info!(
+            run_id,
+            purpose = purpose_name(purpose),
+            bytes = packed.len(),
+            "sandbox run requested"
+        );
         Ok(Step::Event(Event::RunRequested { run_id: run_id.to_owned() }))
     }
 
@@ -391,14 +412,18 @@ impl Executor {
         purpose: Purpose,
         run_id: &str,
     ) -> Result<vet::VetReport, StepFailure> {
-        let record = self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))?;
+        let record =
+            self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))?;
+        let base_sha = record.base_sha.clone();
         let patch_object = record.result.map(|r| r.patch_object).unwrap_or_default();
         if patch_object.is_empty() {
             return Err(StepFailure(format!("run {run_id} has no patch")));
         }
         let patch = self.artifacts.get_bytes(&patch_object, MAX_ARTIFACT_BYTES).await?;
         let context = match purpose {
-            Purpose::Remediate => VetContext { repo_name: Some(repo.name.clone()), ..VetContext::remediate() },
+            Purpose::Remediate => {
+                VetContext { repo_name: Some(repo.name.clone()), ..VetContext::remediate() }
+            }
             Purpose::Repair => {
                 let fix = self.store.latest_fix(&machine.remediation_id, machine.revision).await?;
                 let required = match fix.and_then(|f| f.result) {
@@ -413,7 +438,16 @@ impl Executor {
         };
         let remote = self.forge.remote(repo, Access::Read).await?;
         let clone = dir.join("clone");
-        workspace::clone(&remote, &self.base_for(job, details, purpose), &clone).await?;
+        let head = workspace::clone(&remote, &self.base_for(job, details, purpose), &clone).await?;
+        if head != base_sha {
+            // The branch moved since the run started (most often: this very
+            // patch was pushed before a crash). The patch applies where the
+            // run began; publishing then finds its tree already pushed.
+            let git = crate::git::Git::new(&clone);
+            let fetch = ["fetch", "-q", "--no-tags", "--depth", "1", &remote.url, &base_sha];
+            crate::forge::credential::run_git_remote(&git, &remote, &fetch).await?;
+            git.run(&["checkout", "-q", "--detach", &base_sha]).await?;
+        }
         Ok(vet::vet_patch(&clone, &patch, &self.config.vet, &context).await?)
     }
 
@@ -428,16 +462,20 @@ impl Executor {
         details: &Details,
         run_id: &str,
     ) -> Result<Step, StepFailure> {
-        let record = self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))?;
+        let record =
+            self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))?;
         let purpose = if record.purpose == "repair" { Purpose::Repair } else { Purpose::Remediate };
         let scratch = self.scratch(&machine.remediation_id)?;
-        let report = self.apply_run_patch(scratch.path(), machine, job, repo, details, purpose, run_id).await?;
+        let report =
+            self.apply_run_patch(scratch.path(), machine, job, repo, details, purpose, run_id).await?;
         if !report.accepted {
             return Err(StepFailure(format!("the patch of {run_id} no longer passes vetting:\n{report}")));
         }
         let summary = match self.store.latest_fix(&machine.remediation_id, machine.revision).await? {
             Some(fix) => match fix.result.map(|r| r.result_object).filter(|o| !o.is_empty()) {
-                Some(object) => RunSummary::parse(&self.artifacts.get_bytes(&object, MAX_ARTIFACT_BYTES).await?),
+                Some(object) => {
+                    RunSummary::parse(&self.artifacts.get_bytes(&object, MAX_ARTIFACT_BYTES).await?)
+                }
                 None => RunSummary::default(),
             },
             None => RunSummary::default(),
@@ -446,7 +484,8 @@ impl Executor {
         let branch =
             details.branch.clone().unwrap_or_else(|| publish::branch_name(dockerfile, &job.findings));
         let title = publish::title(dockerfile, &job.findings);
-        let body = publish::body(&machine.remediation_id, machine.revision, dockerfile, &job.findings, &summary);
+        let body =
+            publish::body(&machine.remediation_id, machine.revision, dockerfile, &job.findings, &summary);
         let message = match purpose {
             Purpose::Remediate => publish::commit_message(dockerfile, &job.findings, &summary),
             Purpose::Repair => format!(
@@ -500,7 +539,9 @@ impl Executor {
             }
             Action::LabelNeedsHuman => {
                 if let Some(number) = details.pr_number {
-                    forge.add_labels(repo, number, std::slice::from_ref(&self.config.needs_human_label)).await?;
+                    forge
+                        .add_labels(repo, number, std::slice::from_ref(&self.config.needs_human_label))
+                        .await?;
                 }
             }
             Action::ClosePr { reason } => {
@@ -520,7 +561,10 @@ impl Executor {
                     }
                 }
             }
-            Action::RequestRun { .. } | Action::Vet { .. } | Action::Publish { .. } | Action::WatchChecks { .. } => {}
+            Action::RequestRun { .. }
+            | Action::Vet { .. }
+            | Action::Publish { .. }
+            | Action::WatchChecks { .. } => {}
         }
         Ok(())
     }
@@ -550,7 +594,8 @@ impl Executor {
     /// A scratch folder for one step, removed when dropped.
     fn scratch(&self, remediation_id: &str) -> Result<tempfile::TempDir, StepFailure> {
         std::fs::create_dir_all(&self.config.work_dir)?;
-        let prefix: String = remediation_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
+        let prefix: String =
+            remediation_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
         Ok(tempfile::Builder::new().prefix(&format!("{prefix}-")).tempdir_in(&self.config.work_dir)?)
     }
 }
@@ -565,11 +610,15 @@ pub fn run_end(result: &RunResult) -> RunEnd {
     match result.outcome.as_str() {
         "completed" if !result.patch_object.is_empty() => RunEnd::Patch,
         "completed" => RunEnd::NoChange {
-            reason: if result.reason.is_empty() { "the agent changed nothing".into() } else { result.reason.clone() },
+            reason: if result.reason.is_empty() {
+                "the agent changed nothing".into()
+            } else {
+                result.reason.clone()
+            },
         },
-        "agent_failed" | "timed_out" | "limit_exceeded" => RunEnd::AgentFailed {
-            reason: format!("{}: {}", result.outcome, result.reason),
-        },
+        "agent_failed" | "timed_out" | "limit_exceeded" => {
+            RunEnd::AgentFailed { reason: format!("{}: {}", result.outcome, result.reason) }
+        }
         _ => RunEnd::Infrastructure { reason: format!("{}: {}", result.outcome, result.reason) },
     }
 }
@@ -585,7 +634,13 @@ pub fn outcome_name(outcome: v1::RunOutcome) -> &'static str {
     }
 }
 
-fn notification(notice: Notice, machine: &Machine, job: &RemediationJob, repo: &Repo, details: &Details) -> Notification {
+fn notification(
+    notice: Notice,
+    machine: &Machine,
+    job: &RemediationJob,
+    repo: &Repo,
+    details: &Details,
+) -> Notification {
     let pr_url = details.pr_url.clone().unwrap_or_default();
     let (event, summary) = match (&notice, &machine.state) {
         (Notice::Green, _) => (
@@ -602,7 +657,13 @@ fn notification(notice: Notice, machine: &Machine, job: &RemediationJob, repo: &
         (Notice::Failed, State::Failed { reason }) => (notify::Event::Failed, first_line(reason)),
         (Notice::Failed, _) => (notify::Event::Failed, "the remediation failed".into()),
     };
-    Notification { event, repository: repo.to_string(), pr_url, cves: publish::finding_ids(&job.findings), summary }
+    Notification {
+        event,
+        repository: repo.to_string(),
+        pr_url,
+        cves: publish::finding_ids(&job.findings),
+        summary,
+    }
 }
 
 fn first_line(text: &str) -> String {

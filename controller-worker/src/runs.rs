@@ -91,6 +91,9 @@ pub struct RunRequestSpec {
     pub egress: v1::EgressPolicy,
     /// Limits; zeros mean the worker's defaults.
     pub limits: v1::RunLimits,
+    /// Whether the VM starts its Docker daemon (the built-in agent builds
+    /// and rescans with it).
+    pub docker: bool,
 }
 
 /// The `SandboxRun` message.
@@ -109,7 +112,7 @@ pub fn sandbox_run(spec: &RunRequestSpec) -> v1::SandboxRun {
         env: Default::default(),
         egress: Some(spec.egress.clone()),
         limits: Some(spec.limits),
-        docker: true,
+        docker: spec.docker,
         attempt: spec.attempt,
         ci_logs_object: spec.ci_logs_object.clone().unwrap_or_default(),
         requested_at: None,
@@ -170,6 +173,7 @@ mod tests {
             agent_command: vec!["patchpilot-agent".into()],
             egress: v1::EgressPolicy::default(),
             limits: v1::RunLimits::default(),
+            docker: true,
         });
         assert_eq!(run.kind, v1::RunKind::Repair as i32);
         assert!(run.env.is_empty());

@@ -71,8 +71,9 @@ impl JobIntake {
     }
 
     async fn handle_one(&self, delivery: &Delivery) -> Result<(), HandlerError> {
-        let pb = v1::RemediationJob::decode(delivery.payload.as_ref())
-            .map_err(|e| HandlerError::Permanent(format!("payload is not a patchpilot.v1.RemediationJob: {e}")))?;
+        let pb = v1::RemediationJob::decode(delivery.payload.as_ref()).map_err(|e| {
+            HandlerError::Permanent(format!("payload is not a patchpilot.v1.RemediationJob: {e}"))
+        })?;
         // Validated here so a bad job is a dead letter with its reason, not
         // a remediation that fails later.
         let job = RemediationJob::from_proto(pb.clone())
@@ -120,8 +121,9 @@ impl ResultIntake {
     }
 
     async fn handle_one(&self, delivery: &Delivery) -> Result<(), HandlerError> {
-        let pb = v1::SandboxResult::decode(delivery.payload.as_ref())
-            .map_err(|e| HandlerError::Permanent(format!("payload is not a patchpilot.v1.SandboxResult: {e}")))?;
+        let pb = v1::SandboxResult::decode(delivery.payload.as_ref()).map_err(|e| {
+            HandlerError::Permanent(format!("payload is not a patchpilot.v1.SandboxResult: {e}"))
+        })?;
         if pb.run_id.is_empty() {
             return Err(HandlerError::Permanent("invalid SandboxResult: run_id: must not be empty".into()));
         }
@@ -204,22 +206,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
 
     let owner = owner_name();
     tracing::info!(owner, forge = forge.kind(), "controller starting");
-    let executor = Executor::new(
-        store.clone(),
-        forge.clone(),
-        bus.clone(),
-        artifacts,
-        notifiers,
-        c.clone(),
-        owner,
-    );
+    let executor =
+        Executor::new(store.clone(), forge.clone(), bus.clone(), artifacts, notifiers, c.clone(), owner);
     let jobs = JobIntake::new(store.clone());
     let results = ResultIntake::new(store.clone());
-    let job_spec = ConsumerSpec {
-        stream: StreamName::Remediations,
-        durable: c.consumer.clone(),
-        filter_subject: None,
-    };
+    let job_spec =
+        ConsumerSpec { stream: StreamName::Remediations, durable: c.consumer.clone(), filter_subject: None };
     let result_spec = ConsumerSpec {
         stream: StreamName::SandboxResults,
         durable: c.consumer.clone(),
@@ -239,8 +231,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let (a, b, e, ()) = tokio::join!(
         async {
             stop_all(
-                bus::run_consumer(&bus, &job_spec, ConsumeOptions::default(), &jobs, &consumer_metrics, shutdown.clone())
-                    .await,
+                bus::run_consumer(
+                    &bus,
+                    &job_spec,
+                    ConsumeOptions::default(),
+                    &jobs,
+                    &consumer_metrics,
+                    shutdown.clone(),
+                )
+                .await,
             )
         },
         async {

@@ -105,6 +105,7 @@ pub struct RunResult {
 type RunRow = (
     String,
     String,
+    String,
     f64,
     Option<String>,
     Option<String>,
@@ -122,6 +123,8 @@ pub struct RunRecord {
     pub run_id: String,
     /// `remediate` or `repair`.
     pub purpose: String,
+    /// The commit the run's workspace was cloned at.
+    pub base_sha: String,
     /// Seconds since it was requested.
     pub age_secs: f64,
     /// The result, once it arrived.
@@ -130,7 +133,19 @@ pub struct RunRecord {
 
 impl RunRecord {
     fn from_row(row: RunRow) -> RunRecord {
-        let (run_id, purpose, age_secs, outcome, reason, exit_code, patch, result, transcript, denied) = row;
+        let (
+            run_id,
+            purpose,
+            base_sha,
+            age_secs,
+            outcome,
+            reason,
+            exit_code,
+            patch,
+            result,
+            transcript,
+            denied,
+        ) = row;
         let result = outcome.map(|outcome| RunResult {
             run_id: run_id.clone(),
             outcome,
@@ -141,7 +156,7 @@ impl RunRecord {
             transcript_object: transcript.unwrap_or_default(),
             egress_denied: denied.unwrap_or_default().max(0) as u32,
         });
-        RunRecord { run_id, purpose, age_secs, result }
+        RunRecord { run_id, purpose, base_sha, age_secs, result }
     }
 }
 
@@ -343,7 +358,13 @@ impl Store {
 
     /// Records the branch (kept once set: the PR's branch never changes)
     /// and the pull request.
-    pub async fn set_pull_request(&self, lease: &Lease, branch: &str, number: u64, url: &str) -> Result<(), Error> {
+    pub async fn set_pull_request(
+        &self,
+        lease: &Lease,
+        branch: &str,
+        number: u64,
+        url: &str,
+    ) -> Result<(), Error> {
         self.fenced(
             lease,
             "UPDATE controller_remediations SET branch = COALESCE(branch, $4), pr_number = $5, pr_url = $6 \
@@ -388,15 +409,17 @@ impl Store {
         remediation_id: &str,
         revision: u32,
         purpose: &str,
+        base_sha: &str,
     ) -> Result<(), Error> {
         sqlx::query(
-            "INSERT INTO controller_runs (run_id, remediation_id, revision, purpose) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (run_id) DO NOTHING",
+            "INSERT INTO controller_runs (run_id, remediation_id, revision, purpose, base_sha) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id) DO NOTHING",
         )
         .bind(run_id)
         .bind(remediation_id)
         .bind(revision as i32)
         .bind(purpose)
+        .bind(base_sha)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -443,7 +466,7 @@ impl Store {
     /// A requested run: when, and its result once it arrived.
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, Error> {
         let row: Option<RunRow> = sqlx::query_as(
-            "SELECT run_id, purpose, EXTRACT(EPOCH FROM (now() - requested_at))::float8, outcome, reason, exit_code, \
+            "SELECT run_id, purpose, base_sha, EXTRACT(EPOCH FROM (now() - requested_at))::float8, outcome, reason, exit_code, \
                     patch_object, result_object, transcript_object, egress_denied \
              FROM controller_runs WHERE run_id = $1",
         )
@@ -457,7 +480,7 @@ impl Store {
     /// (the fix a PR carries, whose account its body gives).
     pub async fn latest_fix(&self, remediation_id: &str, revision: u32) -> Result<Option<RunRecord>, Error> {
         let row: Option<RunRow> = sqlx::query_as(
-            "SELECT run_id, purpose, EXTRACT(EPOCH FROM (now() - requested_at))::float8, outcome, reason, exit_code, \
+            "SELECT run_id, purpose, base_sha, EXTRACT(EPOCH FROM (now() - requested_at))::float8, outcome, reason, exit_code, \
                     patch_object, result_object, transcript_object, egress_denied \
              FROM controller_runs \
              WHERE remediation_id = $1 AND revision = $2 AND purpose = 'remediate' AND outcome = 'completed' \

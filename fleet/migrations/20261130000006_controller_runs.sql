@@ -22,6 +22,8 @@ CREATE TABLE controller_runs (
     remediation_id    text        NOT NULL,
     revision          integer     NOT NULL,
     purpose           text        NOT NULL,
+    -- The commit the run's workspace was cloned at: its patch applies there.
+    base_sha          text        NOT NULL,
     requested_at      timestamptz NOT NULL DEFAULT now(),
     -- Filled in when the SandboxResult arrives.
     outcome           text,

@@ -73,3 +73,66 @@ pub fn processes_mentioning(needle: &Path) -> Vec<(u32, String)> {
 pub fn is_zombie(pid: u32) -> bool {
     !patchpilot_sandbox::sweep::process_alive(pid)
 }
+
+/// One VM test at a time, also under plain `cargo test` (the nextest
+/// `microvm` group does the same across processes).
+pub static VM_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Run time allowed for one run, boot included, under TCG on a loaded host.
+pub const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The sandbox worker's config in tests: one slot, TCG, small VMs.
+pub const WORKER_TOML: &str = r#"
+[sandbox]
+slots = 1
+boot_timeout_secs = 120
+[sandbox.qemu]
+accel = "tcg"
+[sandbox.limits]
+wall_time_secs = 240
+vcpus = 1
+memory_mib = 768
+disk_mib = 512
+"#;
+
+/// The shared guest image folder, or why the VM tests cannot run here.
+fn image_dir() -> Result<std::path::PathBuf, String> {
+    match unavailable() {
+        Some(reason) => Err(reason),
+        None => config().map(|c| c.state_dir.join("image")).map_err(|e| e.to_string()),
+    }
+}
+
+/// Prints why a VM test is skipped; `None` when it can run.
+pub fn skip_reason(test: &str) -> Option<String> {
+    match image_dir() {
+        Ok(_) => None,
+        Err(reason) => {
+            eprintln!("SKIPPED {test}: {reason}");
+            Some(reason)
+        }
+    }
+}
+
+/// A private state folder whose `image` is the shared one: the workers'
+/// sweep kills processes naming `<state>/runs/`, so tests must never share a
+/// state folder with anyone else's VMs.
+pub fn private_state(stack: &crate::Stack) -> anyhow::Result<std::path::PathBuf> {
+    let state = stack.dir.path().join("state");
+    std::fs::create_dir_all(&state)?;
+    std::os::unix::fs::symlink(image_dir().map_err(anyhow::Error::msg)?, state.join("image"))?;
+    Ok(state)
+}
+
+/// Starts a sandbox worker named `name` on `state`.
+pub fn spawn_worker(stack: &crate::Stack, state: &Path, name: &str) -> anyhow::Result<crate::Service> {
+    let config = stack.write_config(&format!("{name}.toml"), WORKER_TOML)?;
+    let mut env = stack.env();
+    env.push(("PATCHPILOT_SANDBOX__STATE_DIR".into(), state.display().to_string()));
+    crate::Service::spawn(
+        "patchpilot-sandbox-worker",
+        &config,
+        &env,
+        stack.dir.path().join(format!("{name}.log")),
+    )
+}

@@ -14,68 +14,11 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use patchpilot_e2e::sandbox::is_zombie;
+use patchpilot_e2e::sandbox::{RUN_TIMEOUT, VM_LOCK, is_zombie, private_state, skip_reason, spawn_worker};
 use patchpilot_e2e::{Service, Stack, wait_for};
 use patchpilot_fleet::artifacts::ArtifactStore;
 use patchpilot_fleet::bus::{StreamName, subjects};
 use patchpilot_proto::{Message as _, v1};
-
-/// One VM test at a time, also under plain `cargo test`.
-static VM_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Run time allowed for one run, boot included, under TCG on a loaded host.
-const RUN_TIMEOUT: Duration = Duration::from_secs(300);
-
-const WORKER_TOML: &str = r#"
-[sandbox]
-slots = 1
-boot_timeout_secs = 120
-[sandbox.qemu]
-accel = "tcg"
-[sandbox.limits]
-wall_time_secs = 240
-vcpus = 1
-memory_mib = 768
-disk_mib = 512
-"#;
-
-/// The shared guest image folder, or why the VM tests cannot run here.
-fn image_dir() -> Result<PathBuf, String> {
-    match patchpilot_e2e::sandbox::unavailable() {
-        Some(reason) => Err(reason),
-        None => {
-            patchpilot_e2e::sandbox::config().map(|c| c.state_dir.join("image")).map_err(|e| e.to_string())
-        }
-    }
-}
-
-/// Prints why a VM test is skipped; `None` when it can run.
-fn skip_reason(test: &str) -> Option<String> {
-    match image_dir() {
-        Ok(_) => None,
-        Err(reason) => {
-            eprintln!("SKIPPED {test}: {reason}");
-            Some(reason)
-        }
-    }
-}
-
-/// A private state folder whose `image` is the shared one: the workers'
-/// sweep kills processes naming `<state>/runs/`, so tests must never share a
-/// state folder with anyone else's VMs.
-fn private_state(stack: &Stack) -> anyhow::Result<PathBuf> {
-    let state = stack.dir.path().join("state");
-    std::fs::create_dir_all(&state)?;
-    std::os::unix::fs::symlink(image_dir().map_err(anyhow::Error::msg)?, state.join("image"))?;
-    Ok(state)
-}
-
-fn spawn_worker(stack: &Stack, state: &Path, name: &str) -> anyhow::Result<Service> {
-    let config = stack.write_config(&format!("{name}.toml"), WORKER_TOML)?;
-    let mut env = stack.env();
-    env.push(("PATCHPILOT_SANDBOX__STATE_DIR".into(), state.display().to_string()));
-    Service::spawn("patchpilot-sandbox-worker", &config, &env, stack.dir.path().join(format!("{name}.log")))
-}
 
 /// A workspace with a text and a binary file, as a folder (to check the
 /// patch against) and as a gzip tar (what the controller uploads).

@@ -1,0 +1,439 @@
+//! The controller's whole loop on the local forge with real sandbox runs
+//! (QEMU microVMs), a real local CI runner, NATS and Postgres: a job in,
+//! a workspace packed, a run in a VM, its patch vetted, a PR opened, CI
+//! watched, repairs requested, and the end (green or a person) notified.
+//!
+//! The agent in the VM is a script standing in for the model-driven agent
+//! (a model provider cannot run here): it bumps the base image like the
+//! built-in agent would, and on a repair run it plays each scenario's part
+//! (a real forward fix, a fix that does not help, a revert of the fix).
+//! The repositories' CI is a lint check that fails while the linter's
+//! config lags the base image, and one that loses its network on the first
+//! attempt.
+//!
+//! The crash test SIGKILLs the controller each time it stores a new state
+//! and starts another; the remediation must still end green with exactly
+//! one PR, one branch and no repeated comment.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use patchpilot_controller::forge::Repo;
+use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
+use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker};
+use patchpilot_e2e::{Service, Stack, wait_for};
+use patchpilot_fleet::bus::subjects;
+use patchpilot_fleet::model::{
+    Finding, JobReason, Package, RemediationId, RemediationJob, RepositoryTarget, Severity,
+};
+use tokio_util::sync::CancellationToken;
+
+/// The scripted agent. `scenario` (a file of the repository) says which
+/// part it plays; `.patchpilot/ci-failure.md` marks a repair run.
+const AGENT: &str = r#"set -e
+mode=$(cat scenario)
+if [ -f .patchpilot/ci-failure.md ]; then
+  grep -q untrusted-ci-log .patchpilot/ci-failure.md
+  case "$mode" in
+    repair) echo 1.1 > lint.conf ;;
+    stubborn) echo "# tried again" >> app.txt ;;
+    revert) sed -i 's/base:1.1/base:1.0/' Dockerfile ;;
+  esac
+  echo '{"summary":"forward fix"}' > .patchpilot/result.json
+else
+  sed -i 's/base:1.0/base:1.1/' Dockerfile
+  case "$mode" in green|infra) echo 1.1 > lint.conf ;; esac
+  printf '%s' '{"summary":"Bump the base image","steps":[{"summary":"base 1.0 to 1.1","reason":"fixes CVE-2024-0001"}]}' > .patchpilot/result.json
+fi
+"#;
+
+/// The repositories' CI: lint fails while `lint.conf` lags the base; the
+/// `infra` repository's first attempt loses its network.
+const CI: &str = r#"mode=$(cat scenario)
+if [ "$mode" = infra ] && [ "$PP_CI_ATTEMPT" = 1 ]; then
+  echo "Step 2/5 : RUN apk add curl"; echo "dial tcp 10.0.0.1:443: i/o timeout"; exit 1
+fi
+base=$(sed -n 's/^FROM .*base:\([0-9.]*\).*/\1/p' Dockerfile)
+lint=$(cat lint.conf)
+if [ "$base" != "$lint" ]; then echo "lint: linter config $lint does not support base $base"; exit 1; fi
+echo "lint ok""#;
+
+const TERMINAL: &[&str] = &["succeeded", "needs_human", "failed", "superseded"];
+
+struct Loop {
+    stack: Stack,
+    forge: LocalForge,
+    root: PathBuf,
+    ci_stop: CancellationToken,
+    ci: tokio::task::JoinHandle<()>,
+    worker: Service,
+    config: PathBuf,
+}
+
+impl Loop {
+    /// Stack, sandbox worker, local forge with the CI runner (the CI service
+    /// is not the controller's: killing the controller must not kill CI).
+    async fn start(repos: &[&str]) -> anyhow::Result<Loop> {
+        let stack = Stack::start().await?;
+        let state = private_state(&stack)?;
+        let worker = spawn_worker(&stack, &state, "worker")?;
+        let root = stack.dir.path().join("forge");
+        let forge = LocalForge::new(&root, stack.pool.clone());
+        for name in repos {
+            let seed = stack.dir.path().join(format!("seed-{name}"));
+            std::fs::create_dir_all(&seed)?;
+            std::fs::write(seed.join("Dockerfile"), "FROM registry.test:5000/base:1.0\nCOPY app.txt /app.txt\n")?;
+            std::fs::write(seed.join("lint.conf"), "1.0\n")?;
+            std::fs::write(seed.join("app.txt"), "hello\n")?;
+            std::fs::write(seed.join("scenario"), format!("{name}\n"))?;
+            let repo = Repo { owner: "acme".into(), name: (*name).into() };
+            forge.create_repository(&repo, "main", Some(&seed)).await?;
+            forge.set_check(&repo, "lint", vec!["sh".into(), "-c".into(), CI.into()]).await?;
+        }
+        let ci = LocalCi::new(LocalCiConfig {
+            timeout: Duration::from_secs(60),
+            grace: Duration::from_secs(5),
+            poll_interval: Duration::from_millis(200),
+            work_dir: Some(stack.dir.path().join("ci")),
+            ..LocalCiConfig::default()
+        });
+        let ci_stop = CancellationToken::new();
+        let ci = tokio::spawn({
+            let (forge, stop) = (forge.clone(), ci_stop.clone());
+            async move { ci.run(&forge, stop).await }
+        });
+        let toml = format!(
+            r#"
+[controller]
+forge = "local"
+work_dir = "{work}"
+lease_secs = 4
+tick_millis = 200
+run_timeout_secs = 280
+ci_poll_secs = 1
+agent_command = ["sh", "-c", '''{AGENT}''']
+agent_docker = false
+[controller.local]
+root = "{root}"
+run_ci = false
+[controller.limits]
+max_repairs = 2
+max_infra_retries = 2
+max_run_retries = 1
+[[controller.notifiers]]
+kind = "stdout"
+"#,
+            work = stack.dir.path().join("work").display(),
+            root = root.display(),
+        );
+        let config = stack.write_config("controller.toml", &toml)?;
+        Ok(Loop { stack, forge, root, ci_stop, ci, worker, config })
+    }
+
+    fn spawn_controller(&self, n: usize) -> anyhow::Result<Service> {
+        Service::spawn(
+            "patchpilot-controller",
+            &self.config,
+            &self.stack.env(),
+            self.stack.dir.path().join(format!("controller-{n}.log")),
+        )
+    }
+
+    fn logs(&self) -> String {
+        let mut text = String::new();
+        if let Ok(dir) = std::fs::read_dir(self.stack.dir.path()) {
+            let mut names: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            names.sort();
+            for path in names.iter().filter(|p| p.extension().is_some_and(|e| e == "log")) {
+                let body = std::fs::read_to_string(path).unwrap_or_default();
+                let tail: Vec<&str> = body.lines().rev().take(60).collect();
+                text.push_str(&format!("--- {} (tail)\n", path.display()));
+                for line in tail.into_iter().rev() {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+        }
+        text
+    }
+
+    async fn submit(&self, name: &str) -> anyhow::Result<String> {
+        let job = job(name);
+        self.stack.bus.publish(subjects::REMEDIATION_JOB, &job.job_id, &job.to_proto()).await?;
+        Ok(job.remediation_id.to_string())
+    }
+
+    async fn state(&self, id: &str) -> anyhow::Result<Option<(String, String)>> {
+        Ok(sqlx::query_as("SELECT state, machine::text FROM controller_remediations WHERE remediation_id = $1")
+            .bind(id)
+            .fetch_optional(&self.stack.pool)
+            .await?)
+    }
+
+    async fn wait_terminal(&self, ids: &[String], timeout: Duration) -> anyhow::Result<Vec<(String, String)>> {
+        wait_for("every remediation to finish", timeout, || async {
+            let mut out = Vec::new();
+            for id in ids {
+                match self.state(id).await? {
+                    Some((state, machine)) if TERMINAL.contains(&state.as_str()) => out.push((state, machine)),
+                    _ => return Ok(None),
+                }
+            }
+            Ok(Some(out))
+        })
+        .await
+        .map_err(|e| e.context(self.logs()))
+    }
+
+    /// `(count of PRs, labels of the one PR)` of `acme/<name>`.
+    async fn pull_requests(&self, name: &str) -> anyhow::Result<Vec<(i64, String, Vec<String>, String)>> {
+        Ok(sqlx::query_as(
+            "SELECT number, state, labels, body FROM local_forge_pull_requests WHERE owner = 'acme' AND repo = $1",
+        )
+        .bind(name)
+        .fetch_all(&self.stack.pool)
+        .await?)
+    }
+
+    async fn comments(&self, name: &str) -> anyhow::Result<Vec<String>> {
+        let rows: Vec<(String,)> =
+            sqlx::query_as("SELECT body FROM local_forge_comments WHERE owner = 'acme' AND repo = $1 ORDER BY id")
+                .bind(name)
+                .fetch_all(&self.stack.pool)
+                .await?;
+        Ok(rows.into_iter().map(|(b,)| b).collect())
+    }
+
+    async fn runs(&self, id: &str) -> anyhow::Result<Vec<(String, Option<String>)>> {
+        Ok(sqlx::query_as(
+            "SELECT purpose, outcome FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
+        )
+        .bind(id)
+        .fetch_all(&self.stack.pool)
+        .await?)
+    }
+
+    /// The branches of `acme/<name>` other than `main`.
+    fn branches(&self, name: &str) -> anyhow::Result<Vec<String>> {
+        let out = git_dir(&self.bare(name), &["for-each-ref", "--format=%(refname:short)", "refs/heads/"])?;
+        Ok(out.lines().filter(|b| *b != "main").map(str::to_owned).collect())
+    }
+
+    fn file_on(&self, name: &str, branch: &str, file: &str) -> anyhow::Result<String> {
+        git_dir(&self.bare(name), &["show", &format!("{branch}:{file}")])
+    }
+
+    fn bare(&self, name: &str) -> PathBuf {
+        self.root.join("acme").join(format!("{name}.git"))
+    }
+
+    async fn stop(mut self) -> anyhow::Result<()> {
+        self.ci_stop.cancel();
+        let _ = self.ci.await;
+        let status = self.worker.terminate(Duration::from_secs(30)).await?;
+        anyhow::ensure!(status.success(), "sandbox worker: {status:?}\n{}", self.worker.log_text());
+        let _ = &self.forge;
+        Ok(())
+    }
+}
+
+fn git_dir(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new("git").arg("--git-dir").arg(dir).args(args).output()?;
+    anyhow::ensure!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn job(name: &str) -> RemediationJob {
+    let finding = Finding {
+        id: "CVE-2024-0001".into(),
+        aliases: vec![],
+        package: Package {
+            name: "libbase".into(),
+            version: "1.0-r0".into(),
+            kind: "apk".into(),
+            ecosystem: "Alpine:v3.19".into(),
+            source_name: String::new(),
+            source_version: String::new(),
+            path: String::new(),
+            layer: String::new(),
+            purl: String::new(),
+        },
+        fixed_versions: vec!["1.1-r0".into()],
+        severity: Severity::High,
+        cvss: vec![],
+        title: "libbase: overflow".into(),
+    };
+    let target = RepositoryTarget {
+        repo_url: format!("local://acme/{name}"),
+        dockerfile: "Dockerfile".into(),
+        context: ".".into(),
+        branch: "main".into(),
+        revision: String::new(),
+    };
+    let remediation_id = RemediationId(uuid::Uuid::new_v4());
+    let digest = format!("{:064x}", name.len());
+    RemediationJob {
+        job_id: RemediationJob::job_id_for(remediation_id, 1, &target, &digest),
+        remediation_id,
+        revision: 1,
+        target,
+        findings: vec![finding],
+        images: vec![],
+        finding_set_digest: digest,
+        reason: JobReason::New,
+        created_at: chrono::Utc::now(),
+    }
+}
+
+#[tokio::test]
+async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("controller_loop_ends_green_repaired_retried_or_with_a_person").is_some() {
+        return Ok(());
+    }
+    let scenarios = ["green", "infra", "repair", "stubborn", "revert"];
+    let lp = Loop::start(&scenarios).await?;
+    let mut controller = lp.spawn_controller(0)?;
+    let mut ids = Vec::new();
+    for name in scenarios {
+        ids.push(lp.submit(name).await?);
+    }
+    let ends = lp.wait_terminal(&ids, Duration::from_secs(1200)).await?;
+    let log = controller.log_text();
+    let by_name = |name: &str| scenarios.iter().position(|s| *s == name).map(|i| (&ids[i], &ends[i]));
+
+    // Remediation → PR → green, with the PR a security engineer expects.
+    let (id, (state, _)) = by_name("green").ok_or_else(|| anyhow::anyhow!("green"))?;
+    assert_eq!(state, "succeeded", "{}", lp.logs());
+    let prs = lp.pull_requests("green").await?;
+    assert_eq!(prs.len(), 1, "{prs:?}");
+    let (_, pr_state, labels, body) = &prs[0];
+    assert_eq!(pr_state, "open");
+    assert!(labels.contains(&"patchpilot".to_string()) && labels.contains(&"security".to_string()), "{labels:?}");
+    assert!(body.contains("| CVE-2024-0001 | libbase | 1.0-r0 → 1.1-r0 | high |"), "{body}");
+    assert!(body.contains("base 1.0 to 1.1"), "{body}");
+    let branches = lp.branches("green")?;
+    assert_eq!(branches.len(), 1, "{branches:?}");
+    assert!(lp.file_on("green", &branches[0], "Dockerfile")?.contains("base:1.1"));
+    assert_eq!(lp.runs(id).await?, vec![("remediate".into(), Some("completed".into()))]);
+    assert!(log.contains("patchpilot: green acme/green"), "{log}");
+
+    // An infrastructure failure is re-run, not repaired.
+    let (id, (state, _)) = by_name("infra").ok_or_else(|| anyhow::anyhow!("infra"))?;
+    assert_eq!(state, "succeeded", "{}", lp.logs());
+    assert_eq!(lp.runs(id).await?.len(), 1, "no repair run for an infrastructure failure");
+    let attempts: Vec<(i32, Option<String>)> = sqlx::query_as(
+        "SELECT attempt, conclusion FROM local_forge_check_runs WHERE owner = 'acme' AND repo = 'infra' ORDER BY attempt",
+    )
+    .fetch_all(&lp.stack.pool)
+    .await?;
+    assert_eq!(attempts, vec![(1, Some("failure".into())), (2, Some("success".into()))]);
+
+    // A failure the patch caused → a repair run → green → notified.
+    let (id, (state, machine)) = by_name("repair").ok_or_else(|| anyhow::anyhow!("repair"))?;
+    assert_eq!(state, "succeeded", "{machine}\n{}", lp.logs());
+    let runs = lp.runs(id).await?;
+    assert_eq!(runs.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), vec!["remediate", "repair"], "{runs:?}");
+    let branches = lp.branches("repair")?;
+    assert_eq!(branches.len(), 1);
+    assert!(lp.file_on("repair", &branches[0], "Dockerfile")?.contains("base:1.1"), "the fix stayed");
+    assert_eq!(lp.file_on("repair", &branches[0], "lint.conf")?.trim(), "1.1", "the forward fix landed");
+    assert_eq!(lp.pull_requests("repair").await?.len(), 1);
+    assert!(log.contains("patchpilot: green acme/repair"), "{log}");
+
+    // The repair limit hands the PR to a person: label, comment, notice.
+    let (id, (state, machine)) = by_name("stubborn").ok_or_else(|| anyhow::anyhow!("stubborn"))?;
+    assert_eq!(state, "needs_human", "{machine}");
+    assert!(machine.contains("after 2 repair run(s)"), "{machine}");
+    assert_eq!(lp.runs(id).await?.len(), 3, "one remediation and two repairs");
+    let prs = lp.pull_requests("stubborn").await?;
+    assert_eq!(prs.len(), 1);
+    assert!(prs[0].2.contains(&"patchpilot:needs-human".to_string()), "{:?}", prs[0].2);
+    let comments = lp.comments("stubborn").await?;
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(comments[0].contains("handing this pull request to a person"), "{comments:?}");
+    assert!(log.contains("patchpilot: needs_human acme/stubborn"), "{log}");
+
+    // A repair that reverts the fix is refused by vetting, never published.
+    let (_, (state, machine)) = by_name("revert").ok_or_else(|| anyhow::anyhow!("revert"))?;
+    assert_eq!(state, "needs_human", "{machine}");
+    assert!(machine.contains("Vetting refused"), "{machine}");
+    let branches = lp.branches("revert")?;
+    assert!(lp.file_on("revert", &branches[0], "Dockerfile")?.contains("base:1.1"), "the revert never landed");
+    let comments = lp.comments("revert").await?;
+    assert!(comments.iter().any(|c| c.contains("Vetting refused")), "{comments:?}");
+
+    // Operators see each remediation's stage.
+    let out = lp.stack.cli(&["status", "--json"]).await?;
+    let fleet: serde_json::Value = serde_json::from_str(&out.stdout)
+        .map_err(|e| anyhow::anyhow!("{e}: {}{}", out.stdout, out.stderr))?;
+    assert_eq!(fleet["controller"]["succeeded"].as_i64(), Some(3), "{}", out.stdout);
+    assert_eq!(fleet["controller"]["needs_human"].as_i64(), Some(2), "{}", out.stdout);
+
+    let status = controller.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}\n{}", controller.log_text());
+    lp.stop().await
+}
+
+#[tokio::test]
+async fn controller_killed_at_every_step_still_opens_one_pr_on_one_branch() -> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("controller_killed_at_every_step_still_opens_one_pr_on_one_branch").is_some() {
+        return Ok(());
+    }
+    let lp = Loop::start(&["repair"]).await?;
+    let id = lp.submit("repair").await?;
+    let mut n = 0;
+    let mut controller = lp.spawn_controller(n)?;
+    let mut seen = 0i64;
+    let mut kills = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(900);
+    loop {
+        anyhow::ensure!(tokio::time::Instant::now() < deadline, "did not finish\n{}", lp.logs());
+        let (count, last): (i64, Option<String>) = sqlx::query_as(
+            "SELECT count(*), (array_agg(to_state ORDER BY id DESC))[1] FROM controller_transitions WHERE remediation_id = $1",
+        )
+        .bind(&id)
+        .fetch_one(&lp.stack.pool)
+        .await?;
+        if count > seen {
+            seen = count;
+            // SIGKILL right after a new state was stored: whatever the step
+            // that follows had begun is cut off mid-way.
+            controller.kill();
+            kills.push(last.clone().unwrap_or_default());
+            if last.as_deref().is_some_and(|s| TERMINAL.contains(&s)) {
+                let outbox_empty: Option<(bool,)> = sqlx::query_as(
+                    "SELECT json_array_length(machine->'outbox') = 0 FROM controller_remediations WHERE remediation_id = $1",
+                )
+                .bind(&id)
+                .fetch_optional(&lp.stack.pool)
+                .await?;
+                if outbox_empty.is_some_and(|(e,)| e) {
+                    break;
+                }
+            }
+            n += 1;
+            controller = lp.spawn_controller(n)?;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (state, machine) = lp.state(&id).await?.ok_or_else(|| anyhow::anyhow!("no row"))?;
+    assert_eq!(state, "succeeded", "{machine}\nkills at {kills:?}\n{}", lp.logs());
+    assert!(kills.len() >= 8, "killed only at {kills:?}");
+    for step in ["preparing", "running", "vetting", "publishing", "ci_pending"] {
+        assert!(kills.iter().any(|k| k == step), "never killed after {step}: {kills:?}");
+    }
+    let prs = lp.pull_requests("repair").await?;
+    assert_eq!(prs.len(), 1, "exactly one PR: {prs:?}");
+    let branches = lp.branches("repair")?;
+    assert_eq!(branches.len(), 1, "exactly one branch: {branches:?}");
+    assert_eq!(lp.file_on("repair", &branches[0], "lint.conf")?.trim(), "1.1");
+    // One commit for the fix and one for the repair on top of main: a replayed
+    // publish pushes nothing new.
+    let commits = git_dir(&lp.bare("repair"), &["rev-list", "--count", &format!("main..{}", branches[0])])?;
+    assert_eq!(commits.trim(), "2", "one fix and one repair commit");
+    let runs = lp.runs(&id).await?;
+    assert_eq!(runs.len(), 2, "a killed request is not requested twice: {runs:?}");
+    lp.stop().await
+}
