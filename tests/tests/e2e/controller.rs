@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The scripted agent. `scenario` (a file of the repository) says which
 /// part it plays; `.patchpilot/ci-failure.md` marks a repair run.
-const AGENT: &str = r#"set -e
+const AGENT: &str = r##"set -e
 mode=$(cat scenario)
 if [ -f .patchpilot/ci-failure.md ]; then
   grep -q untrusted-ci-log .patchpilot/ci-failure.md
@@ -45,7 +45,7 @@ else
   case "$mode" in green|infra) echo 1.1 > lint.conf ;; esac
   printf '%s' '{"summary":"Bump the base image","steps":[{"summary":"base 1.0 to 1.1","reason":"fixes CVE-2024-0001"}]}' > .patchpilot/result.json
 fi
-"#;
+"##;
 
 /// The repositories' CI: lint fails while `lint.conf` lags the base; the
 /// `infra` repository's first attempt loses its network.

@@ -8,6 +8,7 @@
 mod agent;
 mod artifacts;
 mod bus;
+mod controller;
 mod dead_letters;
 mod durability;
 mod grouping;
