@@ -420,6 +420,7 @@ async fn controller_killed_at_every_step_still_opens_one_pr_on_one_branch() -> a
     }
     let (state, machine) = lp.state(&id).await?.ok_or_else(|| anyhow::anyhow!("no row"))?;
     assert_eq!(state, "succeeded", "{machine}\nkills at {kills:?}\n{}", lp.logs());
+    eprintln!("controller SIGKILLed {} times, after: {kills:?}", kills.len());
     assert!(kills.len() >= 8, "killed only at {kills:?}");
     for step in ["preparing", "running", "vetting", "publishing", "ci_pending"] {
         assert!(kills.iter().any(|k| k == step), "never killed after {step}: {kills:?}");
