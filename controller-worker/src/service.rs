@@ -87,10 +87,10 @@ impl JobIntake {
             .record_job(&id, job.revision, &delivery.payload)
             .await
             .map_err(|e| HandlerError::retryable(&e))?;
-        if outcome != JobOutcome::Ignored {
-            if let Some(tp) = trace::traceparent(&delivery.trace_context()) {
-                self.store.set_traceparent(&id, &tp).await.map_err(|e| HandlerError::retryable(&e))?;
-            }
+        if outcome != JobOutcome::Ignored
+            && let Some(tp) = trace::traceparent(&delivery.trace_context())
+        {
+            self.store.set_traceparent(&id, &tp).await.map_err(|e| HandlerError::retryable(&e))?;
         }
         tracing::info!(remediation_id = %id, revision = job.revision, ?outcome, "job recorded");
         Ok(())

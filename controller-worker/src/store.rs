@@ -346,7 +346,8 @@ impl Store {
 
     /// What the executor keeps beside the machine.
     pub async fn details(&self, remediation_id: &str) -> Result<Details, Error> {
-        let row: Option<(Option<String>, Option<i64>, Option<String>, Option<String>)> = sqlx::query_as(
+        type DetailsRow = (Option<String>, Option<i64>, Option<String>, Option<String>);
+        let row: Option<DetailsRow> = sqlx::query_as(
             "SELECT branch, pr_number, pr_url, ci_evidence FROM controller_remediations WHERE remediation_id = $1",
         )
         .bind(remediation_id)
@@ -451,13 +452,13 @@ impl Store {
                 .bind(&result.run_id)
                 .fetch_optional(&mut *tx)
                 .await?;
-        if updated > 0 {
-            if let Some((remediation_id,)) = &known {
-                sqlx::query("UPDATE controller_remediations SET wake_at = NULL WHERE remediation_id = $1")
-                    .bind(remediation_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+        if updated > 0
+            && let Some((remediation_id,)) = &known
+        {
+            sqlx::query("UPDATE controller_remediations SET wake_at = NULL WHERE remediation_id = $1")
+                .bind(remediation_id)
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(known.is_some())

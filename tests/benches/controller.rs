@@ -9,11 +9,11 @@
 //! Postgres) and its CI runner; the controller's intakes and executor run
 //! in this process. The sandbox is replaced by a responder that answers
 //! each SandboxRun at once with a prepared patch, so the time measured is
-//! the controller's own: job intake, clone + `.patchpilot/` + pack + upload
-//! + run request, result intake, clone + vet, clone + re-vet + commit +
-//! push + PR, CI looks, notification. It is the executor's busy time
-//! (ticks that worked on something), so waits for CI and for the responder
-//! are excluded.
+//! the controller's own: job intake; clone, `.patchpilot/`, pack, upload and
+//! run request; result intake; clone and vet; clone, re-vet, commit, push
+//! and PR; CI looks; notification. It is the executor's busy time (ticks
+//! that worked on something), so waits for CI and for the responder are
+//! excluded.
 //!
 //! Baseline, in the same run: the git work any publisher must do for the
 //! same change (a shallow clone, a commit, a push to a new branch).
@@ -177,8 +177,13 @@ async fn main() -> anyhow::Result<()> {
     let consumers = {
         let (bus, stop, metrics) = (stack.bus.clone(), stop.clone(), metrics.clone());
         tokio::spawn(async move {
-            let js = ConsumerSpec { stream: StreamName::Remediations, durable: "c".into(), filter_subject: None };
-            let rs = ConsumerSpec { stream: StreamName::SandboxResults, durable: "c".into(), filter_subject: None };
+            let js =
+                ConsumerSpec { stream: StreamName::Remediations, durable: "c".into(), filter_subject: None };
+            let rs = ConsumerSpec {
+                stream: StreamName::SandboxResults,
+                durable: "c".into(),
+                filter_subject: None,
+            };
             let _ = tokio::join!(
                 bus::run_consumer(&bus, &js, ConsumeOptions::default(), &jobs, &metrics, stop.clone()),
                 bus::run_consumer(&bus, &rs, ConsumeOptions::default(), &results, &metrics, stop.clone()),
@@ -203,8 +208,15 @@ async fn main() -> anyhow::Result<()> {
         agent_docker: false,
         ..ControllerConfig::default()
     };
-    let executor =
-        Executor::new(store, Arc::new(forge.clone()), stack.bus.clone(), artifacts, vec![], config, "bench".into());
+    let executor = Executor::new(
+        store,
+        Arc::new(forge.clone()),
+        stack.bus.clone(),
+        artifacts,
+        vec![],
+        config,
+        "bench".into(),
+    );
 
     let started = Instant::now();
     for name in &names {
@@ -241,7 +253,10 @@ async fn main() -> anyhow::Result<()> {
         let url = format!("file://{}", root.join("bench").join(format!("{name}.git")).display());
         let t = Instant::now();
         let parent = scratch.as_path();
-        git(parent, &["clone", "-q", "--depth", "1", "--branch", "main", &url, dir.to_str().context("path")?])?;
+        git(
+            parent,
+            &["clone", "-q", "--depth", "1", "--branch", "main", &url, dir.to_str().context("path")?],
+        )?;
         std::fs::write(dir.join("Dockerfile"), DOCKERFILE.replace("base:1.0", "base:1.1"))?;
         git(&dir, &["commit", "-qam", "bump"])?;
         git(&dir, &["push", "-q", "origin", "HEAD:refs/heads/baseline"])?;

@@ -82,7 +82,10 @@ impl Loop {
         for name in repos {
             let seed = stack.dir.path().join(format!("seed-{name}"));
             std::fs::create_dir_all(&seed)?;
-            std::fs::write(seed.join("Dockerfile"), "FROM registry.test:5000/base:1.0\nCOPY app.txt /app.txt\n")?;
+            std::fs::write(
+                seed.join("Dockerfile"),
+                "FROM registry.test:5000/base:1.0\nCOPY app.txt /app.txt\n",
+            )?;
             std::fs::write(seed.join("lint.conf"), "1.0\n")?;
             std::fs::write(seed.join("app.txt"), "hello\n")?;
             std::fs::write(seed.join("scenario"), format!("{name}\n"))?;
@@ -164,18 +167,26 @@ kind = "stdout"
     }
 
     async fn state(&self, id: &str) -> anyhow::Result<Option<(String, String)>> {
-        Ok(sqlx::query_as("SELECT state, machine::text FROM controller_remediations WHERE remediation_id = $1")
-            .bind(id)
-            .fetch_optional(&self.stack.pool)
-            .await?)
+        Ok(sqlx::query_as(
+            "SELECT state, machine::text FROM controller_remediations WHERE remediation_id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.stack.pool)
+        .await?)
     }
 
-    async fn wait_terminal(&self, ids: &[String], timeout: Duration) -> anyhow::Result<Vec<(String, String)>> {
+    async fn wait_terminal(
+        &self,
+        ids: &[String],
+        timeout: Duration,
+    ) -> anyhow::Result<Vec<(String, String)>> {
         wait_for("every remediation to finish", timeout, || async {
             let mut out = Vec::new();
             for id in ids {
                 match self.state(id).await? {
-                    Some((state, machine)) if TERMINAL.contains(&state.as_str()) => out.push((state, machine)),
+                    Some((state, machine)) if TERMINAL.contains(&state.as_str()) => {
+                        out.push((state, machine))
+                    }
                     _ => return Ok(None),
                 }
             }
@@ -196,11 +207,12 @@ kind = "stdout"
     }
 
     async fn comments(&self, name: &str) -> anyhow::Result<Vec<String>> {
-        let rows: Vec<(String,)> =
-            sqlx::query_as("SELECT body FROM local_forge_comments WHERE owner = 'acme' AND repo = $1 ORDER BY id")
-                .bind(name)
-                .fetch_all(&self.stack.pool)
-                .await?;
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT body FROM local_forge_comments WHERE owner = 'acme' AND repo = $1 ORDER BY id",
+        )
+        .bind(name)
+        .fetch_all(&self.stack.pool)
+        .await?;
         Ok(rows.into_iter().map(|(b,)| b).collect())
     }
 
@@ -309,7 +321,10 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     assert_eq!(prs.len(), 1, "{prs:?}");
     let (_, pr_state, labels, body) = &prs[0];
     assert_eq!(pr_state, "open");
-    assert!(labels.contains(&"patchpilot".to_string()) && labels.contains(&"security".to_string()), "{labels:?}");
+    assert!(
+        labels.contains(&"patchpilot".to_string()) && labels.contains(&"security".to_string()),
+        "{labels:?}"
+    );
     assert!(body.contains("| CVE-2024-0001 | libbase | 1.0-r0 → 1.1-r0 | high |"), "{body}");
     assert!(body.contains("base 1.0 to 1.1"), "{body}");
     let branches = lp.branches("green")?;
@@ -333,7 +348,11 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     let (id, (state, machine)) = by_name("repair").ok_or_else(|| anyhow::anyhow!("repair"))?;
     assert_eq!(state, "succeeded", "{machine}\n{}", lp.logs());
     let runs = lp.runs(id).await?;
-    assert_eq!(runs.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), vec!["remediate", "repair"], "{runs:?}");
+    assert_eq!(
+        runs.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        vec!["remediate", "repair"],
+        "{runs:?}"
+    );
     let branches = lp.branches("repair")?;
     assert_eq!(branches.len(), 1);
     assert!(lp.file_on("repair", &branches[0], "Dockerfile")?.contains("base:1.1"), "the fix stayed");
@@ -359,7 +378,10 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     assert_eq!(state, "needs_human", "{machine}");
     assert!(machine.contains("Vetting refused"), "{machine}");
     let branches = lp.branches("revert")?;
-    assert!(lp.file_on("revert", &branches[0], "Dockerfile")?.contains("base:1.1"), "the revert never landed");
+    assert!(
+        lp.file_on("revert", &branches[0], "Dockerfile")?.contains("base:1.1"),
+        "the revert never landed"
+    );
     let comments = lp.comments("revert").await?;
     assert!(comments.iter().any(|c| c.contains("Vetting refused")), "{comments:?}");
 
