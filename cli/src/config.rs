@@ -21,6 +21,8 @@ pub struct CliConfig {
     pub scanner: patchpilot_scanner::config::ScannerSection,
     /// Sandbox settings (`sandbox image build`, `sandbox run`).
     pub sandbox: patchpilot_sandbox::config::SandboxConfig,
+    /// Controller settings (`forge`: where the local forge's repositories are).
+    pub controller: patchpilot_controller::config::ControllerConfig,
     /// Other services' sections, accepted and ignored.
     #[serde(flatten, skip_serializing)]
     #[allow(dead_code)]
@@ -34,6 +36,7 @@ impl Validate for CliConfig {
         self.telemetry.validate("telemetry")?;
         self.bus.validate("bus")?;
         self.scanner.validate("scanner")?;
-        self.sandbox.validate("sandbox")
+        self.sandbox.validate("sandbox")?;
+        self.controller.validate("controller")
     }
 }

@@ -11,7 +11,8 @@
 //! - `remediate --workspace DIR --assessment FILE`: plan, build, rescan and
 //!   print the diff that fixes an assessment, on a local checkout;
 //! - `sandbox image build` / `sandbox run --workspace DIR -- CMD`: the
-//!   microVM sandbox, for debugging a policy or a guest image.
+//!   microVM sandbox, for debugging a policy or a guest image;
+//! - `forge init` / `forge prs`: the controller's single-machine forge.
 //!
 //! Connection settings come from `--config FILE` and `PATCHPILOT_…`
 //! variables, as for the services (see `scripts/services env`).
@@ -19,6 +20,7 @@
 mod config;
 mod db;
 mod dlq;
+mod forge;
 mod remediate;
 mod remediations;
 mod sandbox;
@@ -66,6 +68,9 @@ enum Command {
     /// The microVM sandbox: build its image, run a command in it.
     #[command(subcommand)]
     Sandbox(sandbox::Command),
+    /// The controller's local forge: create repositories, list pull requests.
+    #[command(subcommand)]
+    Forge(forge::Command),
 }
 
 fn main() -> ExitCode {
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
             Command::Db(command) => db::run(&config, command).await,
             Command::Remediate(args) => remediate::run(&config, args).await,
             Command::Sandbox(command) => sandbox::run(&config, command).await,
+            Command::Forge(command) => forge::run(&config, command).await,
         };
         guard.shutdown();
         match result {

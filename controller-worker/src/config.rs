@@ -114,6 +114,10 @@ pub struct ControllerConfig {
     pub insecure_registries: Vec<String>,
     /// The advisory DB folder inside the sandbox, when not the agent's default.
     pub agent_db: Option<PathBuf>,
+    /// A host advisory DB folder copied into each workspace as
+    /// `.patchpilot/db` (and used there unless `agent_db` says otherwise):
+    /// for small, local DBs; a fleet bakes its DB into the guest image.
+    pub agent_db_source: Option<PathBuf>,
     /// The operator's instructions per repository (`owner/name`), written to
     /// `.patchpilot/instructions.md`. The repository's own instruction
     /// files are never read as configuration.
@@ -144,6 +148,7 @@ impl Default for ControllerConfig {
             allow_hosts: Vec::new(),
             insecure_registries: Vec::new(),
             agent_db: None,
+            agent_db_source: None,
             instructions: BTreeMap::new(),
             vet: VetPolicy::default(),
             notifiers: vec![NotifierConfig::Stdout],

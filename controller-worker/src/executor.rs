@@ -52,6 +52,8 @@ const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
 const STEPS_PER_TURN: usize = 32;
 /// Wait after a step failed for a reason outside the patch (forge down).
 const STEP_RETRY: Duration = Duration::from_secs(15);
+/// Where the sandbox puts the workspace.
+const GUEST_WORKSPACE: &str = "/workspace";
 /// Marker prefix of comments the controller posts.
 pub const COMMENT_MARKER: &str = "<!-- patchpilot:comment=";
 
@@ -334,9 +336,17 @@ impl Executor {
                 Purpose::Remediate => None,
             },
             insecure_registries: self.config.insecure_registries.clone(),
-            db: self.config.agent_db.clone(),
+            db: self.config.agent_db.clone().or_else(|| {
+                self.config
+                    .agent_db_source
+                    .as_ref()
+                    .map(|_| Path::new(GUEST_WORKSPACE).join(".patchpilot/db"))
+            }),
         };
         workspace::write_context(&ws, &spec)?;
+        if let Some(source) = &self.config.agent_db_source {
+            workspace::copy_tree(source, &ws.join(".patchpilot/db"))?;
+        }
         let dockerfile = std::fs::read_to_string(ws.join(&job.target.dockerfile)).unwrap_or_default();
         let packed = workspace::pack(&ws)?;
         let object = format!("workspaces/{run_id}.tar.gz");

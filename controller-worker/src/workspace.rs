@@ -229,6 +229,25 @@ pub async fn clone(remote: &GitRemote, branch: &str, dir: &Path) -> Result<Strin
     Ok(Git::new(dir).run(&["rev-parse", "HEAD"]).await?.text())
 }
 
+/// Copies the folder `from` to `to` (files and folders only: a symlink in
+/// it is an error, not something to follow).
+pub fn copy_tree(from: &Path, to: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(to).map_err(io(format!("creating {}", to.display())))?;
+    for entry in std::fs::read_dir(from).map_err(io(format!("reading {}", from.display())))? {
+        let entry = entry.map_err(io(format!("reading {}", from.display())))?;
+        let kind = entry.file_type().map_err(io(format!("reading {}", entry.path().display())))?;
+        let dest = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &dest)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &dest).map_err(io(format!("copying {}", entry.path().display())))?;
+        } else {
+            return Err(Error::Invalid(format!("{} is neither a file nor a folder", entry.path().display())));
+        }
+    }
+    Ok(())
+}
+
 /// Packs `workspace` (its `.git` included, so the sandbox's patch is
 /// against the cloned commit) as a gzip tar.
 pub fn pack(workspace: &Path) -> Result<Vec<u8>, Error> {

@@ -252,9 +252,26 @@ fn substitute(template: &str, captures: &[String]) -> String {
 
 /// Normalises a repository URL so that spellings of one repository compare
 /// equal: `https` scheme, lowercase host, no `.git`, no trailing slash, no
-/// credentials. Accepts `git@host:org/repo.git` and `git+https://…`.
+/// credentials. Accepts `git@host:org/repo.git` and `git+https://…`, and
+/// `local://owner/name` for the controller's single-machine forge (kept as
+/// it is: it has no host to normalise).
 pub fn normalize_repo_url(raw: &str) -> Result<String, String> {
     let raw = raw.trim();
+    if let Some(path) = raw.strip_prefix("local://") {
+        let path = path.trim_end_matches('/');
+        let path = path.strip_suffix(".git").unwrap_or(path);
+        let parts: Vec<&str> = path.split('/').collect();
+        let valid = |s: &str| {
+            !s.is_empty()
+                && s != "."
+                && s != ".."
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        };
+        if parts.len() != 2 || !parts.iter().all(|p| valid(p)) {
+            return Err(format!("`{raw}`: a local forge repository is local://owner/name"));
+        }
+        return Ok(format!("local://{path}"));
+    }
     let rest = if let Some(scp) = raw.strip_prefix("git@") {
         // git@github.com:acme/api.git
         let (host, path) = scp.split_once(':').ok_or_else(|| format!("`{raw}` is not a repository URL"))?;
@@ -501,6 +518,7 @@ mod tests {
     fn repo_urls_normalise() {
         for (raw, want) in [
             ("https://github.com/acme/api", "https://github.com/acme/api"),
+            ("local://acme/api.git", "local://acme/api"),
             ("https://GITHUB.com/Acme/API.git/", "https://github.com/acme/api"),
             ("https://git.example.org/Team/Repo", "https://git.example.org/Team/Repo"),
             ("git+https://github.com/acme/api.git", "https://github.com/acme/api"),
@@ -515,7 +533,14 @@ mod tests {
         ] {
             assert_eq!(normalize_repo_url(raw).as_deref(), Ok(want), "{raw}");
         }
-        for bad in ["not a url", "https://github.com", "ftp://x/y", "https://github.com/../x"] {
+        for bad in [
+            "not a url",
+            "https://github.com",
+            "ftp://x/y",
+            "https://github.com/../x",
+            "local://acme",
+            "local://a/b/c",
+        ] {
             assert!(normalize_repo_url(bad).is_err(), "{bad}");
         }
     }

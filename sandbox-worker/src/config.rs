@@ -72,6 +72,9 @@ pub struct SandboxConfig {
     /// Names the host resolves itself before asking DNS, e.g.
     /// `registry.test = ["127.0.0.1"]` for a registry on the host's loopback.
     pub host_aliases: BTreeMap<String, Vec<Ipv4Addr>>,
+    /// Registries (`host:port`) the guest's Docker daemon speaks plain HTTP
+    /// to: a private registry without TLS, reached through the egress policy.
+    pub insecure_registries: Vec<String>,
     /// Durable consumer name on `SANDBOX_RUNS`.
     pub consumer: String,
 }
@@ -88,6 +91,7 @@ impl Default for SandboxConfig {
             slots: 1,
             boot_timeout_secs: 60,
             host_aliases: BTreeMap::new(),
+            insecure_registries: Vec::new(),
             consumer: "sandbox-worker".into(),
         }
     }
@@ -142,6 +146,10 @@ pub struct ImageConfig {
     pub rootfs_mib: u64,
     /// The `patchpilot-guest` binary; empty means next to the running binary.
     pub guest_binary: Option<PathBuf>,
+    /// The built-in remediation agent put at `/usr/local/bin/patchpilot-agent`
+    /// in the root; unset means `patchpilot-agent` next to the running binary
+    /// when there is one, an empty path means none.
+    pub agent_binary: Option<PathBuf>,
 }
 
 impl Default for ImageConfig {
@@ -152,6 +160,7 @@ impl Default for ImageConfig {
             kernel_package: String::new(),
             rootfs_mib: 1536,
             guest_binary: None,
+            agent_binary: None,
         }
     }
 }

@@ -2,13 +2,19 @@
 //! ext4 root, built from Debian packages and cached by the hash of their
 //! inputs.
 //!
-//! Two layers, so that the common change (a new guest agent binary) costs
-//! seconds, not minutes:
+//! Layers, so that the common change (a new guest agent or remediation
+//! agent binary) costs seconds, not minutes:
 //! - the **base** (kernel, kernel modules, debootstrapped root with Docker,
 //!   iptables and git): keyed by suite, mirror, kernel package, package and
 //!   module lists;
 //! - the **initramfs** (busybox, the init script, the early modules and the
-//!   `patchpilot-guest` binary): keyed by the base and those files.
+//!   `patchpilot-guest` binary): keyed by the base and those files;
+//! - the **agent root**, when a built-in agent is configured or found next
+//!   to the running binary: a sparse copy of the base root with
+//!   `patchpilot-agent` written into `/usr/local/bin` by `debugfs` (no
+//!   mount needed): keyed by the initramfs and the agent binary. The agent
+//!   is in the root, not the initramfs, so it costs no boot time: its pages
+//!   load only when a run starts it.
 //!
 //! The build never reads the host's environment into the image and never
 //! copies host configuration (resolv.conf, credentials, sockets) into it.
@@ -113,6 +119,7 @@ pub struct ImageBuilder {
     config: ImageConfig,
     dir: PathBuf,
     guest_binary: PathBuf,
+    agent_binary: Option<PathBuf>,
 }
 
 impl ImageBuilder {
@@ -122,7 +129,17 @@ impl ImageBuilder {
             Some(path) => path.clone(),
             None => default_guest_binary()?,
         };
-        Ok(ImageBuilder { config: config.clone(), dir: state_dir.join("image"), guest_binary })
+        let agent_binary = match &config.agent_binary {
+            Some(path) if path.as_os_str().is_empty() => None,
+            Some(path) => Some(path.clone()),
+            None => next_to_exe("patchpilot-agent"),
+        };
+        Ok(ImageBuilder { config: config.clone(), dir: state_dir.join("image"), guest_binary, agent_binary })
+    }
+
+    /// The built-in agent that goes into the root, if any.
+    pub fn agent_binary(&self) -> Option<&Path> {
+        self.agent_binary.as_deref()
     }
 
     /// The `patchpilot-guest` binary that goes into the initramfs.
@@ -143,12 +160,25 @@ impl ImageBuilder {
         if !initrd.exists() {
             return Ok(None);
         }
-        Ok(Some(Image {
-            kernel: base.join("vmlinux"),
-            initrd,
-            rootfs: base.join("rootfs.ext4"),
-            key: initrd_key,
-        }))
+        let (rootfs, key) = self.root_for(&base, &initrd_key)?;
+        if !rootfs.exists() {
+            return Ok(None);
+        }
+        Ok(Some(Image { kernel: base.join("vmlinux"), initrd, rootfs, key }))
+    }
+
+    /// The root to boot and the image key: the base root, or the agent
+    /// root keyed by the initramfs and the agent.
+    fn root_for(&self, base: &Path, initrd_key: &str) -> Result<(PathBuf, String), Error> {
+        let Some(agent) = &self.agent_binary else {
+            return Ok((base.join("rootfs.ext4"), initrd_key.to_owned()));
+        };
+        let mut h = Sha256::new();
+        h.update(initrd_key.as_bytes());
+        h.update([0]);
+        hash_file(&mut h, agent, "the built-in agent (build it with `cargo build --bin patchpilot-agent`)")?;
+        let key = hex::encode(h.finalize());
+        Ok((self.dir.join(format!("rootfs-{}.ext4", &key[..16])), key))
     }
 
     /// The image for the current inputs, building what is missing.
@@ -166,9 +196,17 @@ impl ImageBuilder {
         if !initrd.exists() {
             progress("building the initramfs");
             self.build_initrd(&base, &initrd)?;
-            prune_initrds(&self.dir, 4);
+            prune(&self.dir, "initrd-", 4);
         }
-        Ok(Image { kernel: base.join("vmlinux"), initrd, rootfs: base.join("rootfs.ext4"), key: initrd_key })
+        let (rootfs, key) = self.root_for(&base, &initrd_key)?;
+        if let Some(agent) = &self.agent_binary
+            && !rootfs.exists()
+        {
+            progress("writing the built-in agent into the root");
+            add_agent(&base.join("rootfs.ext4"), agent, &rootfs)?;
+            prune(&self.dir, "rootfs-", 2);
+        }
+        Ok(Image { kernel: base.join("vmlinux"), initrd, rootfs, key })
     }
 
     fn kernel_package_cached(&self) -> Option<String> {
@@ -222,18 +260,11 @@ impl ImageBuilder {
             h.update(part.as_bytes());
             h.update([0]);
         }
-        let mut file = std::fs::File::open(&self.guest_binary).map_err(io(format!(
-            "reading the guest agent {} (build it with `cargo build --bin patchpilot-guest`)",
-            self.guest_binary.display()
-        )))?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = file.read(&mut buf).map_err(io("hashing the guest agent"))?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-        }
+        hash_file(
+            &mut h,
+            &self.guest_binary,
+            "the guest agent (build it with `cargo build --bin patchpilot-guest`)",
+        )?;
         Ok(hex::encode(h.finalize()))
     }
 
@@ -401,13 +432,52 @@ fn stripped(binary: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(source).map_err(io(format!("reading {}", source.display())))
 }
 
+/// Feeds the file at `path` to `h`; `what` names it in errors.
+fn hash_file(h: &mut Sha256, path: &Path, what: &str) -> Result<(), Error> {
+    let mut file = std::fs::File::open(path).map_err(io(format!("reading {what} at {}", path.display())))?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io(format!("hashing {}", path.display())))?;
+        if n == 0 {
+            return Ok(());
+        }
+        h.update(&buf[..n]);
+    }
+}
+
+/// Writes a copy of `base` (sparse) with `agent` (debug sections stripped)
+/// at `/usr/local/bin/patchpilot-agent` to `out`, through `debugfs`: the
+/// image is never mounted.
+fn add_agent(base: &Path, agent: &Path, out: &Path) -> Result<(), Error> {
+    let partial = out.with_extension("partial");
+    run(Command::new("cp").arg("--sparse=always").arg(base).arg(&partial))?;
+    let binary = tempfile::NamedTempFile::new().map_err(io("creating a temporary file"))?;
+    std::fs::write(binary.path(), stripped(agent)?).map_err(io("writing the stripped agent"))?;
+    let commands = tempfile::NamedTempFile::new().map_err(io("creating a temporary file"))?;
+    let path = binary.path().to_str().ok_or_else(|| Error::Input("temporary path is not UTF-8".into()))?;
+    // `mkdir` fails harmlessly when the folder exists; `write` then puts
+    // the file in the current folder.
+    let script = format!(
+        "mkdir /usr/local/bin\ncd /usr/local/bin\nwrite {path} patchpilot-agent\nset_inode_field patchpilot-agent mode 0100755\n"
+    );
+    std::fs::write(commands.path(), script).map_err(io("writing the debugfs commands"))?;
+    let out_log = run(Command::new("debugfs").arg("-w").arg("-f").arg(commands.path()).arg(&partial))?;
+    let log =
+        String::from_utf8_lossy(&out_log.stdout).into_owned() + &String::from_utf8_lossy(&out_log.stderr);
+    if !log.contains("Allocated inode") {
+        let _ = std::fs::remove_file(&partial);
+        return Err(Error::Command { command: "debugfs write patchpilot-agent".into(), detail: log });
+    }
+    std::fs::rename(&partial, out).map_err(io(format!("moving {} in place", out.display())))
+}
+
 /// Removes all but the newest `keep` initramfs files: each guest agent
 /// build makes one, and old ones are never booted again.
-fn prune_initrds(dir: &Path, keep: usize) {
+fn prune(dir: &Path, prefix: &str, keep: usize) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let mut initrds: Vec<(std::time::SystemTime, PathBuf)> = entries
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("initrd-"))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     initrds.sort();
@@ -417,21 +487,20 @@ fn prune_initrds(dir: &Path, keep: usize) {
     }
 }
 
-/// `patchpilot-guest` next to the running executable (or one folder up,
-/// for test binaries in `target/debug/deps`).
+/// `name` next to the running executable (or one folder up, for test
+/// binaries in `target/debug/deps`).
+fn next_to_exe(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [Some(dir.join(name)), dir.parent().map(|up| up.join(name))].into_iter().flatten().find(|p| p.is_file())
+}
+
+/// `patchpilot-guest` next to the running executable.
 fn default_guest_binary() -> Result<PathBuf, Error> {
-    let exe = std::env::current_exe().map_err(io("finding the running executable"))?;
-    let mut candidates = Vec::new();
-    if let Some(dir) = exe.parent() {
-        candidates.push(dir.join("patchpilot-guest"));
-        if let Some(up) = dir.parent() {
-            candidates.push(up.join("patchpilot-guest"));
-        }
-    }
-    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
+    next_to_exe("patchpilot-guest").ok_or_else(|| {
         Error::Input(format!(
             "patchpilot-guest not found next to {} (build it with `cargo build --bin patchpilot-guest` or set sandbox.image.guest_binary)",
-            exe.display()
+            std::env::current_exe().map(|e| e.display().to_string()).unwrap_or_default()
         ))
     })
 }
