@@ -84,6 +84,10 @@ pub struct ControllerConfig {
     pub local: LocalForgeConfig,
     /// The GitHub App, when `forge = "github"`.
     pub github: GitHubConfig,
+    /// Repository URLs this controller works on, as patterns where `*`
+    /// matches anything (`local://*`, `https://github.com/acme/*`). Jobs for
+    /// other repositories are acknowledged and left alone.
+    pub repositories: Vec<String>,
     /// Scratch space for clones (removed after each step).
     pub work_dir: PathBuf,
     /// Durable consumer names on `REMEDIATIONS` and `SANDBOX_RESULTS`.
@@ -134,6 +138,7 @@ impl Default for ControllerConfig {
             forge: ForgeKind::Local,
             local: LocalForgeConfig::default(),
             github: GitHubConfig::default(),
+            repositories: vec!["*".into()],
             work_dir: std::env::temp_dir().join("patchpilot-controller"),
             consumer: "controller".into(),
             lease_secs: 120,
@@ -157,6 +162,11 @@ impl Default for ControllerConfig {
 }
 
 impl ControllerConfig {
+    /// Whether `repo_url` is one of [`ControllerConfig::repositories`].
+    pub fn works_on(&self, repo_url: &str) -> bool {
+        self.repositories.iter().any(|p| glob_match(p, repo_url))
+    }
+
     /// The lease length.
     pub fn lease(&self) -> Duration {
         Duration::from_secs(self.lease_secs)
@@ -207,5 +217,44 @@ impl Validate for ControllerConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(i) => rest = &rest[i + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_patterns() {
+        let c = ControllerConfig {
+            repositories: vec!["local://*".into(), "https://github.com/acme/*-api".into()],
+            ..ControllerConfig::default()
+        };
+        assert!(c.works_on("local://acme/api"));
+        assert!(c.works_on("https://github.com/acme/payments-api"));
+        assert!(!c.works_on("https://github.com/acme/payments-web"));
+        assert!(!c.works_on("https://github.com/other/x-api"));
+        assert!(ControllerConfig::default().works_on("https://example.org/a/b"));
+        assert!(glob_match("a*b*c", "aXbYc") && !glob_match("a*b*c", "acb") && glob_match("abc", "abc"));
     }
 }

@@ -58,16 +58,18 @@ pub enum Error {
     Telemetry(#[from] telemetry::Error),
 }
 
-/// Stores RemediationJobs.
+/// Stores RemediationJobs for the repositories this controller works on.
 #[derive(Debug)]
 pub struct JobIntake {
     store: Store,
+    config: crate::config::ControllerConfig,
 }
 
 impl JobIntake {
-    /// An intake writing to `store`.
-    pub fn new(store: Store) -> Self {
-        JobIntake { store }
+    /// An intake writing to `store` the jobs whose repository `config`
+    /// says this controller works on.
+    pub fn new(store: Store, config: crate::config::ControllerConfig) -> Self {
+        JobIntake { store, config }
     }
 
     async fn handle_one(&self, delivery: &Delivery) -> Result<(), HandlerError> {
@@ -82,6 +84,10 @@ impl JobIntake {
             HandlerError::Permanent(format!("invalid RemediationJob {:?}: target.repo_url: {e}", pb.job_id))
         })?;
         let id = job.remediation_id.to_string();
+        if !self.config.works_on(&job.target.repo_url) {
+            tracing::info!(remediation_id = %id, repo = %job.target.repo_url, "not a repository this controller works on (controller.repositories); left alone");
+            return Ok(());
+        }
         let outcome = self
             .store
             .record_job(&id, job.revision, &delivery.payload)
@@ -208,7 +214,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     tracing::info!(owner, forge = forge.kind(), "controller starting");
     let executor =
         Executor::new(store.clone(), forge.clone(), bus.clone(), artifacts, notifiers, c.clone(), owner);
-    let jobs = JobIntake::new(store.clone());
+    let jobs = JobIntake::new(store.clone(), c.clone());
     let results = ResultIntake::new(store.clone());
     let job_spec =
         ConsumerSpec { stream: StreamName::Remediations, durable: c.consumer.clone(), filter_subject: None };

@@ -172,7 +172,7 @@ async fn main() -> anyhow::Result<()> {
     let store = Store::new(stack.pool.clone());
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = ConsumerMetrics::register(&mut registry);
-    let jobs = JobIntake::new(store.clone());
+    let jobs = JobIntake::new(store.clone(), ControllerConfig::default());
     let results = ResultIntake::new(store.clone());
     let consumers = {
         let (bus, stop, metrics) = (stack.bus.clone(), stop.clone(), metrics.clone());
