@@ -124,9 +124,19 @@ pub fn private_state(stack: &crate::Stack) -> anyhow::Result<std::path::PathBuf>
     Ok(state)
 }
 
-/// Starts a sandbox worker named `name` on `state`.
+/// Starts a sandbox worker named `name` on `state` with [`WORKER_TOML`].
 pub fn spawn_worker(stack: &crate::Stack, state: &Path, name: &str) -> anyhow::Result<crate::Service> {
-    let config = stack.write_config(&format!("{name}.toml"), WORKER_TOML)?;
+    spawn_worker_with(stack, state, name, WORKER_TOML)
+}
+
+/// Starts a sandbox worker named `name` on `state` with config `toml`.
+pub fn spawn_worker_with(
+    stack: &crate::Stack,
+    state: &Path,
+    name: &str,
+    toml: &str,
+) -> anyhow::Result<crate::Service> {
+    let config = stack.write_config(&format!("{name}.toml"), toml)?;
     let mut env = stack.env();
     env.push(("PATCHPILOT_SANDBOX__STATE_DIR".into(), state.display().to_string()));
     crate::Service::spawn(

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use patchpilot_controller::forge::Repo;
 use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
-use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker};
+use patchpilot_e2e::alpine::{advisory_db, cve_2024_2511, openssl, push_base};
+use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker_with};
 use patchpilot_e2e::{Service, Stack, wait_for};
 use patchpilot_fleet::bus::subjects;
 use patchpilot_fleet::model::{
@@ -72,26 +73,47 @@ struct Loop {
 
 impl Loop {
     /// Stack, sandbox worker, local forge with the CI runner (the CI service
-    /// is not the controller's: killing the controller must not kill CI).
+    /// is not the controller's: killing the controller must not kill CI),
+    /// one repository per scenario, the scripted agent.
     async fn start(repos: &[&str]) -> anyhow::Result<Loop> {
+        let seeds: Vec<(String, Vec<(&str, String)>)> = repos
+            .iter()
+            .map(|name| {
+                let files = vec![
+                    ("Dockerfile", "FROM registry.test:5000/base:1.0\nCOPY app.txt /app.txt\n".to_owned()),
+                    ("lint.conf", "1.0\n".to_owned()),
+                    ("app.txt", "hello\n".to_owned()),
+                    ("scenario", format!("{name}\n")),
+                ];
+                ((*name).to_owned(), files)
+            })
+            .collect();
+        let controller = format!("agent_command = [\"sh\", \"-c\", '''{AGENT}''']\nagent_docker = false\n");
+        Loop::start_with(&seeds, CI, &controller, patchpilot_e2e::sandbox::WORKER_TOML).await
+    }
+
+    /// The same with `seeds` (repository name, files), a CI check command,
+    /// extra `[controller]` keys and the worker's config.
+    async fn start_with(
+        seeds: &[(String, Vec<(&str, String)>)],
+        ci_check: &str,
+        controller_extra: &str,
+        worker_toml: &str,
+    ) -> anyhow::Result<Loop> {
         let stack = Stack::start().await?;
         let state = private_state(&stack)?;
-        let worker = spawn_worker(&stack, &state, "worker")?;
+        let worker = spawn_worker_with(&stack, &state, "worker", worker_toml)?;
         let root = stack.dir.path().join("forge");
         let forge = LocalForge::new(&root, stack.pool.clone());
-        for name in repos {
+        for (name, files) in seeds {
             let seed = stack.dir.path().join(format!("seed-{name}"));
             std::fs::create_dir_all(&seed)?;
-            std::fs::write(
-                seed.join("Dockerfile"),
-                "FROM registry.test:5000/base:1.0\nCOPY app.txt /app.txt\n",
-            )?;
-            std::fs::write(seed.join("lint.conf"), "1.0\n")?;
-            std::fs::write(seed.join("app.txt"), "hello\n")?;
-            std::fs::write(seed.join("scenario"), format!("{name}\n"))?;
-            let repo = Repo { owner: "acme".into(), name: (*name).into() };
+            for (file, text) in files {
+                std::fs::write(seed.join(file), text)?;
+            }
+            let repo = Repo { owner: "acme".into(), name: name.clone() };
             forge.create_repository(&repo, "main", Some(&seed)).await?;
-            forge.set_check(&repo, "lint", vec!["sh".into(), "-c".into(), CI.into()]).await?;
+            forge.set_check(&repo, "lint", vec!["sh".into(), "-c".into(), ci_check.into()]).await?;
         }
         let ci = LocalCi::new(LocalCiConfig {
             timeout: Duration::from_secs(60),
@@ -112,10 +134,9 @@ forge = "local"
 work_dir = "{work}"
 lease_secs = 4
 tick_millis = 200
-run_timeout_secs = 280
+run_timeout_secs = 600
 ci_poll_secs = 1
-agent_command = ["sh", "-c", '''{AGENT}''']
-agent_docker = false
+{controller_extra}
 [controller.local]
 root = "{root}"
 run_ci = false
@@ -161,7 +182,10 @@ kind = "stdout"
     }
 
     async fn submit(&self, name: &str) -> anyhow::Result<String> {
-        let job = job(name);
+        self.submit_job(job(name)).await
+    }
+
+    async fn submit_job(&self, job: RemediationJob) -> anyhow::Result<String> {
         self.stack.bus.publish(subjects::REMEDIATION_JOB, &job.job_id, &job.to_proto()).await?;
         Ok(job.remediation_id.to_string())
     }
@@ -256,25 +280,32 @@ fn git_dir(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 }
 
 fn job(name: &str) -> RemediationJob {
-    let finding = Finding {
+    job_with(name, vec![finding("libbase", "1.0-r0", "1.1-r0", "")])
+}
+
+fn finding(package: &str, version: &str, fixed: &str, source: &str) -> Finding {
+    Finding {
         id: "CVE-2024-0001".into(),
         aliases: vec![],
         package: Package {
-            name: "libbase".into(),
-            version: "1.0-r0".into(),
+            name: package.into(),
+            version: version.into(),
             kind: "apk".into(),
             ecosystem: "Alpine:v3.19".into(),
-            source_name: String::new(),
+            source_name: source.into(),
             source_version: String::new(),
             path: String::new(),
             layer: String::new(),
             purl: String::new(),
         },
-        fixed_versions: vec!["1.1-r0".into()],
+        fixed_versions: vec![fixed.into()],
         severity: Severity::High,
         cvss: vec![],
-        title: "libbase: overflow".into(),
-    };
+        title: format!("{package}: overflow"),
+    }
+}
+
+fn job_with(name: &str, findings: Vec<Finding>) -> RemediationJob {
     let target = RepositoryTarget {
         repo_url: format!("local://acme/{name}"),
         dockerfile: "Dockerfile".into(),
@@ -289,7 +320,7 @@ fn job(name: &str) -> RemediationJob {
         remediation_id,
         revision: 1,
         target,
-        findings: vec![finding],
+        findings,
         images: vec![],
         finding_set_digest: digest,
         reason: JobReason::New,
@@ -458,5 +489,75 @@ async fn controller_killed_at_every_step_still_opens_one_pr_on_one_branch() -> a
     assert_eq!(commits.trim(), "2", "one fix and one repair commit");
     let runs = lp.runs(&id).await?;
     assert_eq!(runs.len(), 2, "a killed request is not requested twice: {runs:?}");
+    lp.stop().await
+}
+
+#[tokio::test]
+async fn controller_with_the_built_in_agent_in_the_vm_opens_a_verified_pr() -> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("controller_with_the_built_in_agent_in_the_vm_opens_a_verified_pr").is_some() {
+        return Ok(());
+    }
+    // Bases in a registry on the host's loopback, which sandboxes reach as
+    // registry.test (a host alias their egress resolves; inside a VM,
+    // 127.0.0.1 is the VM).
+    let registry = patchpilot_e2e::Registry::start().await?;
+    let available = [("libcrypto3", "3.1.4-r5"), ("libssl3", "3.1.4-r5")];
+    push_base(&registry, "library/golang", "1.22.1-alpine3.19", &openssl("3.1.4-r5"), &available).await?;
+    push_base(&registry, "library/golang", "1.22.2-alpine3.19", &openssl("3.1.4-r6"), &available).await?;
+    let port = registry.addr.rsplit(':').next().unwrap_or_default().to_owned();
+    let sreg = format!("registry.test:{port}");
+    let dockerfile = format!(
+        "FROM {sreg}/library/golang:1.22.1-alpine3.19\n\
+         RUN apk add --no-cache libcrypto3=3.1.4-r5 libssl3=3.1.4-r5\n\
+         CMD [\"/bin/sh\"]\n"
+    );
+    let seeds = vec![("api".to_owned(), vec![("Dockerfile", dockerfile)])];
+    let worker = patchpilot_e2e::sandbox::WORKER_TOML
+        .replace("memory_mib = 768", "memory_mib = 2048")
+        .replace("wall_time_secs = 240", "wall_time_secs = 600")
+        .replacen("[sandbox]\n", &format!("[sandbox]\ninsecure_registries = [\"{sreg}\"]\n"), 1)
+        + "[sandbox.host_aliases]\n\"registry.test\" = [\"127.0.0.1\"]\n";
+    let scratch = tempfile::tempdir()?;
+    let db = advisory_db(&scratch.path().join("db"), &[cve_2024_2511()])?;
+    let controller = format!(
+        "agent_command = [\"patchpilot-agent\"]\nagent_docker = true\ninsecure_registries = [\"{sreg}\"]\nagent_db_source = \"{}\"\n",
+        db.display()
+    );
+    let ci = "grep -q 'golang:1.22.2' Dockerfile && ! grep -q 'libssl3=3.1.4-r5' Dockerfile";
+    let lp = Loop::start_with(&seeds, ci, &controller, &worker).await?;
+    let mut controller = lp.spawn_controller(0)?;
+    let id = lp
+        .submit_job(job_with(
+            "api",
+            vec![
+                finding("libcrypto3", "3.1.4-r5", "3.1.4-r6", "openssl"),
+                finding("libssl3", "3.1.4-r5", "3.1.4-r6", "openssl"),
+            ]
+            .into_iter()
+            .map(|mut f| {
+                f.id = "CVE-2024-2511".into();
+                f
+            })
+            .collect(),
+        ))
+        .await?;
+    let ends = lp.wait_terminal(std::slice::from_ref(&id), Duration::from_secs(900)).await?;
+    assert_eq!(ends[0].0, "succeeded", "{}\n{}", ends[0].1, lp.logs());
+    let branches = lp.branches("api")?;
+    assert_eq!(branches.len(), 1, "{branches:?}");
+    let fixed = lp.file_on("api", &branches[0], "Dockerfile")?;
+    assert!(fixed.contains(&format!("FROM {sreg}/library/golang:1.22.2-alpine3.19")), "{fixed}");
+    assert!(!fixed.contains("3.1.4-r5"), "the obsolete pins are gone: {fixed}");
+    let prs = lp.pull_requests("api").await?;
+    assert_eq!(prs.len(), 1);
+    let body = &prs[0].3;
+    // The numbers come from the rebuild and rescan inside the VM.
+    assert!(body.contains("**2 fixed**, 0 still present, 0 introduced"), "{body}");
+    assert!(body.contains("| CVE-2024-2511 | libssl3 | 3.1.4-r5 → 3.1.4-r6 |"), "{body}");
+    let log = controller.log_text();
+    assert!(log.contains("patchpilot: green acme/api"), "{log}");
+    let status = controller.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}");
     lp.stop().await
 }
