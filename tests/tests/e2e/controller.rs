@@ -338,8 +338,11 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     let lp = Loop::start(&scenarios).await?;
     let mut controller = lp.spawn_controller(0)?;
     let mut ids = Vec::new();
+    let mut jobs = Vec::new();
     for name in scenarios {
-        ids.push(lp.submit(name).await?);
+        let j = job(name);
+        jobs.push(j.clone());
+        ids.push(lp.submit_job(j).await?);
     }
     let ends = lp.wait_terminal(&ids, Duration::from_secs(1200)).await?;
     let log = controller.log_text();
@@ -416,11 +419,38 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     let comments = lp.comments("revert").await?;
     assert!(comments.iter().any(|c| c.contains("Vetting refused")), "{comments:?}");
 
+    // The planner says the green PR's findings are gone: it is closed with
+    // a comment saying why.
+    let mut gone = jobs[0].clone();
+    gone.revision = 2;
+    gone.reason = JobReason::Resolved;
+    gone.findings.clear();
+    gone.job_id = RemediationJob::job_id_for(gone.remediation_id, 2, &gone.target, "resolved");
+    lp.submit_job(gone).await?;
+    let green_id = ids[0].clone();
+    wait_for("the green remediation to be superseded", Duration::from_secs(60), || async {
+        let row: Option<(String, bool)> = sqlx::query_as(
+            "SELECT state, json_array_length(machine->'outbox') = 0 FROM controller_remediations WHERE remediation_id = $1",
+        )
+        .bind(&green_id)
+        .fetch_optional(&lp.stack.pool)
+        .await?;
+        Ok(row.filter(|(s, done)| s == "superseded" && *done).map(|_| ()))
+    })
+    .await
+    .map_err(|e| e.context(lp.logs()))?;
+    let prs = lp.pull_requests("green").await?;
+    assert_eq!(prs[0].1, "closed", "{prs:?}");
+    let comments = lp.comments("green").await?;
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(comments[0].contains("gone from the image"), "{comments:?}");
+
     // Operators see each remediation's stage.
     let out = lp.stack.cli(&["status", "--json"]).await?;
     let fleet: serde_json::Value = serde_json::from_str(&out.stdout)
         .map_err(|e| anyhow::anyhow!("{e}: {}{}", out.stdout, out.stderr))?;
-    assert_eq!(fleet["controller"]["succeeded"].as_i64(), Some(3), "{}", out.stdout);
+    assert_eq!(fleet["controller"]["succeeded"].as_i64(), Some(2), "{}", out.stdout);
+    assert_eq!(fleet["controller"]["superseded"].as_i64(), Some(1), "{}", out.stdout);
     assert_eq!(fleet["controller"]["needs_human"].as_i64(), Some(2), "{}", out.stdout);
 
     let status = controller.terminate(Duration::from_secs(30)).await?;
