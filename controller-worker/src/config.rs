@@ -130,6 +130,8 @@ pub struct ControllerConfig {
     pub vet: VetPolicy,
     /// Notifiers for green, needs_human and failed.
     pub notifiers: Vec<NotifierConfig>,
+    /// The CI webhook receiver; off when unset (CI is then polled only).
+    pub webhook: Option<crate::webhook::WebhookConfig>,
 }
 
 impl Default for ControllerConfig {
@@ -157,6 +159,7 @@ impl Default for ControllerConfig {
             instructions: BTreeMap::new(),
             vet: VetPolicy::default(),
             notifiers: vec![NotifierConfig::Stdout],
+            webhook: None,
         }
     }
 }
@@ -207,6 +210,14 @@ impl Validate for ControllerConfig {
         }
         if self.forge == ForgeKind::Local && !self.local.root.is_absolute() {
             return Err(config::Error::invalid(key(prefix, "local.root"), "must be an absolute path"));
+        }
+        if let Some(hook) = &self.webhook
+            && hook.secret.len() < 16
+        {
+            return Err(config::Error::invalid(
+                key(prefix, "webhook.secret"),
+                "must be at least 16 characters: it is all that authenticates a delivery",
+            ));
         }
         for repo in self.instructions.keys() {
             if crate::forge::Repo::from_url(&format!("local://{repo}")).is_err() {

@@ -19,7 +19,8 @@
 //!
 //! - the executor that drives the state machine from Postgres
 //!   ([`executor`]) and the service around it: job and result intakes from
-//!   the bus, the executor, the local CI runner ([`service`], [`config`]).
+//!   the bus, the executor, the local CI runner, the optional CI webhook
+//!   receiver ([`service`], [`config`], [`webhook`]).
 //!
 //! What it must never do: hand a forge credential to a sandbox, a child
 //! process other than its own git, a log or a file; apply a patch with the
@@ -41,4 +42,5 @@ pub mod service;
 pub mod store;
 pub mod triage;
 pub mod vet;
+pub mod webhook;
 pub mod workspace;

@@ -56,6 +56,9 @@ pub enum Error {
     /// The metrics endpoint failed.
     #[error(transparent)]
     Telemetry(#[from] telemetry::Error),
+    /// The webhook receiver could not listen.
+    #[error("controller.webhook.listen: {0}")]
+    Webhook(std::io::Error),
 }
 
 /// Stores RemediationJobs for the repositories this controller works on.
@@ -210,6 +213,19 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         None => None,
     };
 
+    let webhook = match &c.webhook {
+        Some(hook) => {
+            let listener = tokio::net::TcpListener::bind(hook.listen).await.map_err(Error::Webhook)?;
+            tracing::info!(listen = %hook.listen, "CI webhook receiver on /webhooks/github");
+            Some(tokio::spawn(crate::webhook::serve(
+                listener,
+                store.clone(),
+                crate::forge::Secret::new(hook.secret.clone()),
+                shutdown.clone(),
+            )))
+        }
+        None => None,
+    };
     let owner = owner_name();
     tracing::info!(owner, forge = forge.kind(), "controller starting");
     let executor =
@@ -270,6 +286,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         ci,
     );
     shutdown.cancel();
+    if let Some(hook) = webhook {
+        let _ = hook.await;
+    }
     if let Some(server) = metrics_server {
         let _ = server.await;
     }

@@ -308,6 +308,19 @@ impl Store {
         Ok(())
     }
 
+    /// Wakes the remediations watching CI on `head_sha` (a CI webhook
+    /// arrived); returns how many.
+    pub async fn wake_ci(&self, head_sha: &str) -> Result<u64, Error> {
+        Ok(sqlx::query(
+            "UPDATE controller_remediations SET wake_at = NULL \
+             WHERE state = 'ci_pending' AND machine->'state'->>'head_sha' = $1",
+        )
+        .bind(head_sha)
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+
     /// Keeps the trace context of the job's message (W3C `traceparent`).
     pub async fn set_traceparent(&self, remediation_id: &str, traceparent: &str) -> Result<(), Error> {
         sqlx::query("UPDATE controller_remediations SET traceparent = $2 WHERE remediation_id = $1")
