@@ -2,8 +2,6 @@
 //! commit statuses, and once they are all done, triage each failure and
 //! collect the evidence a repair run gets.
 
-use std::time::Duration;
-
 use crate::forge::{CheckState, Forge, Repo};
 use crate::lifecycle::FailedCheck;
 use crate::triage::{self, Verdict};
@@ -50,22 +48,4 @@ pub async fn look(forge: &dyn Forge, repo: &Repo, sha: &str) -> Result<CiState, 
         return Ok(CiState::Passed);
     }
     Ok(CiState::Failed { checks: failed, evidence })
-}
-
-/// How long to wait before look number `n` (from 0): 2 s doubling to a
-/// minute, so a quick CI is seen quickly and a slow one is not hammered.
-pub fn poll_delay(n: u32) -> Duration {
-    Duration::from_secs(2u64.saturating_mul(1u64 << n.min(5)).min(60))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn polling_backs_off_to_a_minute() {
-        assert_eq!(poll_delay(0), Duration::from_secs(2));
-        assert_eq!(poll_delay(3), Duration::from_secs(16));
-        assert_eq!(poll_delay(10), Duration::from_secs(60));
-    }
 }

@@ -287,7 +287,9 @@ impl Executor {
             Action::Publish { run_id } => self.publish(lease, machine, job, repo, details, run_id).await,
             Action::WatchChecks { head_sha } => {
                 match ci_watch::look(self.forge.as_ref(), repo, head_sha).await? {
-                    CiState::Pending => Ok(Step::Wait(Duration::from_secs(self.config.ci_poll_secs))),
+                    CiState::Pending => {
+                        Ok(Step::Wait(ci_backoff(self.config.ci_poll_secs, details.in_state_secs)))
+                    }
                     CiState::Passed => Ok(Step::Event(Event::ChecksPassed)),
                     CiState::Failed { checks, evidence } => {
                         if !evidence.is_empty() {
@@ -544,7 +546,11 @@ impl Executor {
             }
             Action::Comment { key, body } => {
                 if let Some(number) = details.pr_number {
-                    self.comment_once(repo, number, key, body).await?;
+                    let mut text = body.clone();
+                    if key.starts_with("needs-human") {
+                        text.push_str(&self.runs_tried(&machine.remediation_id).await?);
+                    }
+                    self.comment_once(repo, number, key, &text).await?;
                 }
             }
             Action::LabelNeedsHuman => {
@@ -579,6 +585,23 @@ impl Executor {
         Ok(())
     }
 
+    /// What was tried, for a hand-off comment: every sandbox run and how
+    /// it ended.
+    async fn runs_tried(&self, remediation_id: &str) -> Result<String, StepFailure> {
+        let runs = self.store.runs_of(remediation_id).await?;
+        if runs.is_empty() {
+            return Ok(String::new());
+        }
+        let mut text = String::from("\n\n### What was tried\n\n| run | purpose | outcome |\n|---|---|---|\n");
+        for (run_id, purpose, outcome, _) in runs {
+            text.push_str(&format!(
+                "| `{run_id}` | {purpose} | {} |\n",
+                outcome.as_deref().unwrap_or("no result")
+            ));
+        }
+        Ok(text)
+    }
+
     /// Posts `body` with a marker for `key` unless a comment with that
     /// marker is already there.
     async fn comment_once(&self, repo: &Repo, number: u64, key: &str, body: &str) -> Result<(), StepFailure> {
@@ -608,6 +631,14 @@ impl Executor {
             remediation_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
         Ok(tempfile::Builder::new().prefix(&format!("{prefix}-")).tempdir_in(&self.config.work_dir)?)
     }
+}
+
+/// How long to wait before looking at pending CI again: the configured
+/// interval at first, then a quarter of the time CI has been pending, up
+/// to a minute, so a quick CI is seen quickly and a slow one not hammered.
+pub fn ci_backoff(poll_secs: u64, pending_secs: f64) -> Duration {
+    let secs = (pending_secs / 4.0).clamp(poll_secs as f64, 60f64.max(poll_secs as f64));
+    Duration::from_secs_f64(secs)
 }
 
 fn decode_job(bytes: &[u8]) -> Result<RemediationJob, String> {
@@ -757,6 +788,14 @@ mod tests {
         assert!(matches!(run_end(&result("timed_out", "")), RunEnd::AgentFailed { .. }));
         assert!(matches!(run_end(&result("infra_error", "")), RunEnd::Infrastructure { .. }));
         assert!(matches!(run_end(&result("something new", "")), RunEnd::Infrastructure { .. }));
+    }
+
+    #[test]
+    fn ci_polls_back_off_to_a_minute() {
+        assert_eq!(ci_backoff(2, 0.0), Duration::from_secs(2));
+        assert_eq!(ci_backoff(2, 40.0), Duration::from_secs(10));
+        assert_eq!(ci_backoff(2, 3600.0), Duration::from_secs(60));
+        assert_eq!(ci_backoff(120, 10.0), Duration::from_secs(120));
     }
 
     #[test]

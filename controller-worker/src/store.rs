@@ -69,7 +69,7 @@ fn state_name(state: &State) -> String {
 }
 
 /// What the executor keeps beside the machine.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Details {
     /// The PR's branch, once chosen.
     pub branch: Option<String>,
@@ -79,6 +79,8 @@ pub struct Details {
     pub pr_url: Option<String>,
     /// The latest patch-caused CI failure's fenced logs.
     pub ci_evidence: Option<String>,
+    /// Seconds since the machine last changed state.
+    pub in_state_secs: f64,
 }
 
 /// A sandbox result as the intake stores it.
@@ -359,15 +361,24 @@ impl Store {
 
     /// What the executor keeps beside the machine.
     pub async fn details(&self, remediation_id: &str) -> Result<Details, Error> {
-        type DetailsRow = (Option<String>, Option<i64>, Option<String>, Option<String>);
+        type DetailsRow = (Option<String>, Option<i64>, Option<String>, Option<String>, Option<f64>);
         let row: Option<DetailsRow> = sqlx::query_as(
-            "SELECT branch, pr_number, pr_url, ci_evidence FROM controller_remediations WHERE remediation_id = $1",
+            "SELECT branch, pr_number, pr_url, ci_evidence, \
+                    (SELECT EXTRACT(EPOCH FROM (now() - max(at)))::float8 FROM controller_transitions t \
+                     WHERE t.remediation_id = r.remediation_id AND t.to_state <> t.from_state) \
+             FROM controller_remediations r WHERE remediation_id = $1",
         )
         .bind(remediation_id)
         .fetch_optional(&self.pool)
         .await?;
-        let (branch, pr_number, pr_url, ci_evidence) = row.unwrap_or_default();
-        Ok(Details { branch, pr_number: pr_number.map(|n| n.max(0) as u64), pr_url, ci_evidence })
+        let (branch, pr_number, pr_url, ci_evidence, in_state) = row.unwrap_or_default();
+        Ok(Details {
+            branch,
+            pr_number: pr_number.map(|n| n.max(0) as u64),
+            pr_url,
+            ci_evidence,
+            in_state_secs: in_state.unwrap_or(0.0).max(0.0),
+        })
     }
 
     /// Records the branch (kept once set: the PR's branch never changes)
@@ -475,6 +486,20 @@ impl Store {
         }
         tx.commit().await?;
         Ok(known.is_some())
+    }
+
+    /// Every run of a remediation, oldest first, as (run id, purpose,
+    /// outcome, reason): what a hand-off comment lists.
+    pub async fn runs_of(
+        &self,
+        remediation_id: &str,
+    ) -> Result<Vec<(String, String, Option<String>, Option<String>)>, Error> {
+        Ok(sqlx::query_as(
+            "SELECT run_id, purpose, outcome, reason FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
+        )
+        .bind(remediation_id)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     /// A requested run: when, and its result once it arrived.

@@ -405,6 +405,7 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     let comments = lp.comments("stubborn").await?;
     assert_eq!(comments.len(), 1, "{comments:?}");
     assert!(comments[0].contains("handing this pull request to a person"), "{comments:?}");
+    assert_eq!(comments[0].matches("| repair | completed |").count(), 2, "what was tried: {comments:?}");
     assert!(log.contains("patchpilot: needs_human acme/stubborn"), "{log}");
 
     // A repair that reverts the fix is refused by vetting, never published.
