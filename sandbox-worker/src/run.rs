@@ -33,6 +33,8 @@ use crate::vsock;
 const GUEST_CID: u32 = 3;
 const CHUNK: usize = 1 << 20;
 
+/// How long one connection attempt to the booting guest may take.
+const CONNECT_ATTEMPT: Duration = Duration::from_secs(3);
 /// How long the guest agent's first answer may take on one connection.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -431,7 +433,19 @@ impl Sandbox {
     async fn wait_for_agent(&self, vm: &mut dyn Vm, vsock_path: &Path, run_dir: &Path) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + self.boot_timeout;
         loop {
-            match vsock::connect(vsock_path, vsock::CONTROL_PORT).await {
+            // Each attempt is bounded: a connection request sent before the
+            // guest's vsock driver is up can go unanswered by the backend,
+            // and an unbounded wait then held the run until its wall time.
+            let attempt =
+                tokio::time::timeout(CONNECT_ATTEMPT, vsock::connect(vsock_path, vsock::CONTROL_PORT))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(vsock::Error::Io {
+                            path: vsock_path.to_owned(),
+                            source: std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer to CONNECT"),
+                        })
+                    });
+            match attempt {
                 Ok(_) => return Ok(()),
                 Err(e) => {
                     if vm.wait_exit(Duration::ZERO).await.unwrap_or(false) {
@@ -461,11 +475,10 @@ impl Sandbox {
         progress: &mut Progress,
     ) -> Result<(Outcome, String, i32), String> {
         // The agent answered a connect; its first call is still bounded and
-        // retried on a fresh connection until the boot timeout: a first call
-        // has been seen to stall under TCG (twice in about fifty boots in the
-        // controller's loop test), which held the run until its wall time and
-        // reported the agent as timed out. A guest that never answers is an
-        // infrastructure error at the boot timeout instead.
+        // retried on a fresh connection until the boot timeout, so a guest
+        // that never answers is an infrastructure error at the boot timeout,
+        // not a run that times out (and is blamed on the agent) at its wall
+        // time.
         let boot_deadline = tokio::time::Instant::from_std(started + self.boot_timeout);
         let (mut client, hello) = loop {
             let attempt = async {

@@ -208,7 +208,10 @@ kind = "stdout"
             let mut out = Vec::new();
             for id in ids {
                 match self.state(id).await? {
-                    Some((state, machine)) if TERMINAL.contains(&state.as_str()) => {
+                    // Finished, and its side effects (comments, notifications) done.
+                    Some((state, machine))
+                        if TERMINAL.contains(&state.as_str()) && machine.contains("\"outbox\":[]") =>
+                    {
                         out.push((state, machine))
                     }
                     _ => return Ok(None),
