@@ -143,7 +143,7 @@ run_ci = false
 [controller.limits]
 max_repairs = 2
 max_infra_retries = 2
-max_run_retries = 1
+max_run_retries = 2
 [[controller.notifiers]]
 kind = "stdout"
 "#,
@@ -243,13 +243,29 @@ kind = "stdout"
         Ok(rows.into_iter().map(|(b,)| b).collect())
     }
 
+    /// The remediation's sandbox runs as (purpose, outcome), leaving out
+    /// runs that ended in an infrastructure error: the lifecycle retries
+    /// those (a VM that does not boot is the host's problem, not the
+    /// patch's), and they are printed so a flaky host shows in the log.
     async fn runs(&self, id: &str) -> anyhow::Result<Vec<(String, Option<String>)>> {
-        Ok(sqlx::query_as(
-            "SELECT purpose, outcome FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
+        let rows: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT purpose, outcome, reason FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
         )
         .bind(id)
         .fetch_all(&self.stack.pool)
-        .await?)
+        .await?;
+        let mut out = Vec::new();
+        for (purpose, outcome, reason) in rows {
+            if outcome.as_deref() == Some("infra_error") {
+                eprintln!(
+                    "retried after an infrastructure error: {purpose} run: {}",
+                    reason.unwrap_or_default()
+                );
+            } else {
+                out.push((purpose, outcome));
+            }
+        }
+        Ok(out)
     }
 
     /// The branches of `acme/<name>` other than `main`.
