@@ -439,6 +439,34 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     let comments = lp.comments("revert").await?;
     assert!(comments.iter().any(|c| c.contains("Vetting refused")), "{comments:?}");
 
+    // New findings for the infra remediation: a new revision updates the
+    // same PR (title and findings table) on the same branch.
+    let mut more = jobs[1].clone();
+    more.revision = 2;
+    more.reason = JobReason::FindingsChanged;
+    let mut extra = finding("libother", "2.0-r0", "2.1-r0", "");
+    extra.id = "CVE-2024-0002".into();
+    more.findings.push(extra);
+    more.job_id = RemediationJob::job_id_for(more.remediation_id, 2, &more.target, "more");
+    lp.submit_job(more).await?;
+    let infra_id = ids[1].clone();
+    wait_for("the infra remediation's second revision to finish", Duration::from_secs(300), || async {
+        let row: Option<(String, i32, bool)> = sqlx::query_as(
+            "SELECT state, (machine->>'revision')::int, json_array_length(machine->'outbox') = 0 \
+             FROM controller_remediations WHERE remediation_id = $1",
+        )
+        .bind(&infra_id)
+        .fetch_optional(&lp.stack.pool)
+        .await?;
+        Ok(row.filter(|(s, rev, done)| s == "succeeded" && *rev == 2 && *done).map(|_| ()))
+    })
+    .await
+    .map_err(|e| e.context(lp.logs()))?;
+    let prs = lp.pull_requests("infra").await?;
+    assert_eq!(prs.len(), 1, "still one PR: {prs:?}");
+    assert!(prs[0].3.contains("CVE-2024-0002") && prs[0].3.contains("CVE-2024-0001"), "{}", prs[0].3);
+    assert_eq!(lp.branches("infra")?.len(), 1);
+
     // The planner says the green PR's findings are gone: it is closed with
     // a comment saying why.
     let mut gone = jobs[0].clone();
