@@ -23,6 +23,7 @@ use patchpilot_fleet::{Bus, error_chain, store as fleet_store, telemetry};
 use patchpilot_proto::{Message as _, v1};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::config::{Config, ForgeKind};
 use crate::executor::{Executor, outcome_name};
@@ -108,12 +109,7 @@ impl JobIntake {
 
 impl BatchHandler for JobIntake {
     async fn handle(&self, batch: &[Delivery]) -> Vec<Result<(), HandlerError>> {
-        let mut out = Vec::with_capacity(batch.len());
-        for delivery in batch {
-            let _enter = delivery.span.enter();
-            out.push(self.handle_one(delivery).await);
-        }
-        out
+        one_by_one(batch, |d| self.handle_one(d)).await
     }
 }
 
@@ -161,13 +157,22 @@ impl ResultIntake {
 
 impl BatchHandler for ResultIntake {
     async fn handle(&self, batch: &[Delivery]) -> Vec<Result<(), HandlerError>> {
-        let mut out = Vec::with_capacity(batch.len());
-        for delivery in batch {
-            let _enter = delivery.span.enter();
-            out.push(self.handle_one(delivery).await);
-        }
-        out
+        one_by_one(batch, |d| self.handle_one(d)).await
     }
+}
+
+/// Handles a batch in order, each message in its delivery's span (which
+/// continues the publisher's trace).
+async fn one_by_one<'a, F, Fut>(batch: &'a [Delivery], mut handle: F) -> Vec<Result<(), HandlerError>>
+where
+    F: FnMut(&'a Delivery) -> Fut,
+    Fut: std::future::Future<Output = Result<(), HandlerError>>,
+{
+    let mut out = Vec::with_capacity(batch.len());
+    for delivery in batch {
+        out.push(handle(delivery).instrument(delivery.span.clone()).await);
+    }
+    out
 }
 
 /// This process's name in leases: host and pid.

@@ -31,11 +31,9 @@ use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_controller::service::{JobIntake, ResultIntake};
 use patchpilot_controller::store::Store;
 use patchpilot_e2e::Stack;
+use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_fleet::artifacts::ArtifactStore;
 use patchpilot_fleet::bus::{self, ConsumeOptions, ConsumerMetrics, ConsumerSpec, StreamName, subjects};
-use patchpilot_fleet::model::{
-    Finding, JobReason, Package, RemediationId, RemediationJob, RepositoryTarget, Severity,
-};
 use patchpilot_proto::{Message as _, v1};
 use tokio_util::sync::CancellationToken;
 
@@ -62,47 +60,6 @@ fn patch(scratch: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     git(&dir, &["commit", "-qm", "seed"])?;
     std::fs::write(dir.join("Dockerfile"), DOCKERFILE.replace("base:1.0", "base:1.1"))?;
     Ok(git(&dir, &["diff", "--binary"])?.into_bytes())
-}
-
-fn job(name: &str) -> RemediationJob {
-    let target = RepositoryTarget {
-        repo_url: format!("local://bench/{name}"),
-        dockerfile: "Dockerfile".into(),
-        context: ".".into(),
-        branch: "main".into(),
-        revision: String::new(),
-    };
-    let remediation_id = RemediationId(uuid::Uuid::new_v4());
-    let digest = format!("{:064x}", 1);
-    RemediationJob {
-        job_id: RemediationJob::job_id_for(remediation_id, 1, &target, &digest),
-        remediation_id,
-        revision: 1,
-        target,
-        findings: vec![Finding {
-            id: "CVE-2024-0001".into(),
-            aliases: vec![],
-            package: Package {
-                name: "libbase".into(),
-                version: "1.0-r0".into(),
-                kind: "apk".into(),
-                ecosystem: "Alpine:v3.19".into(),
-                source_name: String::new(),
-                source_version: String::new(),
-                path: String::new(),
-                layer: String::new(),
-                purl: String::new(),
-            },
-            fixed_versions: vec!["1.1-r0".into()],
-            severity: Severity::High,
-            cvss: vec![],
-            title: String::new(),
-        }],
-        images: vec![],
-        finding_set_digest: digest,
-        reason: JobReason::New,
-        created_at: chrono::Utc::now(),
-    }
 }
 
 /// Answers every SandboxRun with the prepared patch.
@@ -220,7 +177,8 @@ async fn main() -> anyhow::Result<()> {
 
     let started = Instant::now();
     for name in &names {
-        let j = job(name);
+        let j =
+            new_job(&format!("local://bench/{name}"), vec![apk_finding("libbase", "1.0-r0", "1.1-r0", "")]);
         stack.bus.publish(subjects::REMEDIATION_JOB, &j.job_id, &j.to_proto()).await?;
     }
     let mut busy = Duration::ZERO;

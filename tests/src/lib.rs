@@ -36,6 +36,7 @@ use tempfile::TempDir;
 
 pub mod alpine;
 pub mod images;
+pub mod jobs;
 pub mod sandbox;
 pub mod synthetic;
 

@@ -21,12 +21,11 @@ use std::time::Duration;
 use patchpilot_controller::forge::Repo;
 use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_e2e::alpine::{advisory_db, cve_2024_2511, openssl, push_base};
+use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker_with};
 use patchpilot_e2e::{Service, Stack, wait_for};
 use patchpilot_fleet::bus::subjects;
-use patchpilot_fleet::model::{
-    Finding, JobReason, Package, RemediationId, RemediationJob, RepositoryTarget, Severity,
-};
+use patchpilot_fleet::model::{Finding, JobReason, RemediationJob};
 use tokio_util::sync::CancellationToken;
 
 /// The scripted agent. `scenario` (a file of the repository) says which
@@ -299,52 +298,11 @@ fn git_dir(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 }
 
 fn job(name: &str) -> RemediationJob {
-    job_with(name, vec![finding("libbase", "1.0-r0", "1.1-r0", "")])
-}
-
-fn finding(package: &str, version: &str, fixed: &str, source: &str) -> Finding {
-    Finding {
-        id: "CVE-2024-0001".into(),
-        aliases: vec![],
-        package: Package {
-            name: package.into(),
-            version: version.into(),
-            kind: "apk".into(),
-            ecosystem: "Alpine:v3.19".into(),
-            source_name: source.into(),
-            source_version: String::new(),
-            path: String::new(),
-            layer: String::new(),
-            purl: String::new(),
-        },
-        fixed_versions: vec![fixed.into()],
-        severity: Severity::High,
-        cvss: vec![],
-        title: format!("{package}: overflow"),
-    }
+    job_with(name, vec![apk_finding("libbase", "1.0-r0", "1.1-r0", "")])
 }
 
 fn job_with(name: &str, findings: Vec<Finding>) -> RemediationJob {
-    let target = RepositoryTarget {
-        repo_url: format!("local://acme/{name}"),
-        dockerfile: "Dockerfile".into(),
-        context: ".".into(),
-        branch: "main".into(),
-        revision: String::new(),
-    };
-    let remediation_id = RemediationId(uuid::Uuid::new_v4());
-    let digest = format!("{:064x}", name.len());
-    RemediationJob {
-        job_id: RemediationJob::job_id_for(remediation_id, 1, &target, &digest),
-        remediation_id,
-        revision: 1,
-        target,
-        findings,
-        images: vec![],
-        finding_set_digest: digest,
-        reason: JobReason::New,
-        created_at: chrono::Utc::now(),
-    }
+    new_job(&format!("local://acme/{name}"), findings)
 }
 
 #[tokio::test]
@@ -444,7 +402,7 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     let mut more = jobs[1].clone();
     more.revision = 2;
     more.reason = JobReason::FindingsChanged;
-    let mut extra = finding("libother", "2.0-r0", "2.1-r0", "");
+    let mut extra = apk_finding("libother", "2.0-r0", "2.1-r0", "");
     extra.id = "CVE-2024-0002".into();
     more.findings.push(extra);
     more.job_id = RemediationJob::job_id_for(more.remediation_id, 2, &more.target, "more");
@@ -609,8 +567,8 @@ async fn controller_with_the_built_in_agent_in_the_vm_opens_a_verified_pr() -> a
         .submit_job(job_with(
             "api",
             vec![
-                finding("libcrypto3", "3.1.4-r5", "3.1.4-r6", "openssl"),
-                finding("libssl3", "3.1.4-r5", "3.1.4-r6", "openssl"),
+                apk_finding("libcrypto3", "3.1.4-r5", "3.1.4-r6", "openssl"),
+                apk_finding("libssl3", "3.1.4-r5", "3.1.4-r6", "openssl"),
             ]
             .into_iter()
             .map(|mut f| {
