@@ -231,6 +231,11 @@ impl Vmm for Qemu {
         let backend = self.name();
         let run = &spec.run_dir;
         let vhost_path = vhost_socket(run);
+        // A second boot in the same run (after a boot that hung) must not
+        // find the first VM's sockets: the wait below would take a stale one
+        // for the new backend's.
+        let _ = std::fs::remove_file(&vhost_path);
+        let _ = std::fs::remove_file(spec.vsock_path());
         let log = |name: &str| -> Result<Stdio, Error> {
             let path = run.join(name);
             std::fs::File::create(&path)
