@@ -42,7 +42,7 @@ use crate::notify::{self, Notification, Notifier};
 use crate::publish::{self, RunSummary};
 use crate::publisher::{self, PublishRequest};
 use crate::runs::{self, RunRequestSpec};
-use crate::store::{self, Details, Lease, RunResult, Store};
+use crate::store::{self, Details, Lease, RunRecord, RunResult, Store, state_name};
 use crate::vet::{self, VetContext};
 use crate::workspace::{self, ContextSpec, RunPurpose};
 
@@ -164,13 +164,14 @@ impl Executor {
     /// its turn.
     async fn advance(&self, lease: &Lease, shutdown: &CancellationToken) -> Result<(), Error> {
         let id = &lease.remediation_id;
-        for _ in 0..STEPS_PER_TURN {
+        for step in 0..STEPS_PER_TURN {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            // Renews the lease (same owner keeps its epoch); lost means
+            // Renews the lease before every step after the first (the tick
+            // has just taken it; same owner keeps its epoch); lost means
             // another controller took over: stop touching the row.
-            if self.store.acquire(id, &self.owner, self.config.lease()).await?.is_none() {
+            if step > 0 && self.store.acquire(id, &self.owner, self.config.lease()).await?.is_none() {
                 return Err(store::Error::LeaseLost { remediation_id: id.clone() }.into());
             }
             let Some((mut machine, revision, job_bytes)) = self.store.load(id).await? else { return Ok(()) };
@@ -274,9 +275,10 @@ impl Executor {
                 self.request_run(machine, job, repo, details, *purpose, run_id).await
             }
             Action::Vet { purpose, run_id } => {
+                let record = self.run_record(run_id).await?;
                 let scratch = self.scratch(&machine.remediation_id)?;
                 let report = self
-                    .apply_run_patch(scratch.path(), machine, job, repo, details, *purpose, run_id)
+                    .apply_run_patch(scratch.path(), machine, job, repo, details, *purpose, &record)
                     .await?;
                 Ok(Step::Event(if report.accepted {
                     Event::VetAccepted
@@ -411,6 +413,11 @@ impl Executor {
         }
     }
 
+    /// The stored record of a run this controller requested.
+    async fn run_record(&self, run_id: &str) -> Result<RunRecord, StepFailure> {
+        self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))
+    }
+
     /// Clones the base the run worked on into `dir/clone` and vets the
     /// run's patch there; on acceptance the change is staged.
     #[allow(clippy::too_many_arguments)]
@@ -422,16 +429,14 @@ impl Executor {
         repo: &Repo,
         details: &Details,
         purpose: Purpose,
-        run_id: &str,
+        record: &RunRecord,
     ) -> Result<vet::VetReport, StepFailure> {
-        let record =
-            self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))?;
-        let base_sha = record.base_sha.clone();
-        let patch_object = record.result.map(|r| r.patch_object).unwrap_or_default();
+        let base_sha = record.base_sha.as_str();
+        let patch_object = record.result.as_ref().map(|r| r.patch_object.as_str()).unwrap_or_default();
         if patch_object.is_empty() {
-            return Err(StepFailure(format!("run {run_id} has no patch")));
+            return Err(StepFailure(format!("run {} has no patch", record.run_id)));
         }
-        let patch = self.artifacts.get_bytes(&patch_object, MAX_ARTIFACT_BYTES).await?;
+        let patch = self.artifacts.get_bytes(patch_object, MAX_ARTIFACT_BYTES).await?;
         let context = match purpose {
             Purpose::Remediate => {
                 VetContext { repo_name: Some(repo.name.clone()), ..VetContext::remediate() }
@@ -456,9 +461,9 @@ impl Executor {
             // patch was pushed before a crash). The patch applies where the
             // run began; publishing then finds its tree already pushed.
             let git = crate::git::Git::new(&clone);
-            let fetch = ["fetch", "-q", "--no-tags", "--depth", "1", &remote.url, &base_sha];
+            let fetch = ["fetch", "-q", "--no-tags", "--depth", "1", &remote.url, base_sha];
             crate::forge::credential::run_git_remote(&git, &remote, &fetch).await?;
-            git.run(&["checkout", "-q", "--detach", &base_sha]).await?;
+            git.run(&["checkout", "-q", "--detach", base_sha]).await?;
         }
         Ok(vet::vet_patch(&clone, &patch, &self.config.vet, &context).await?)
     }
@@ -474,12 +479,11 @@ impl Executor {
         details: &Details,
         run_id: &str,
     ) -> Result<Step, StepFailure> {
-        let record =
-            self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))?;
+        let record = self.run_record(run_id).await?;
         let purpose = if record.purpose == "repair" { Purpose::Repair } else { Purpose::Remediate };
         let scratch = self.scratch(&machine.remediation_id)?;
         let report =
-            self.apply_run_patch(scratch.path(), machine, job, repo, details, purpose, run_id).await?;
+            self.apply_run_patch(scratch.path(), machine, job, repo, details, purpose, &record).await?;
         if !report.accepted {
             return Err(StepFailure(format!("the patch of {run_id} no longer passes vetting:\n{report}")));
         }
@@ -593,7 +597,7 @@ impl Executor {
             return Ok(String::new());
         }
         let mut text = String::from("\n\n### What was tried\n\n| run | purpose | outcome |\n|---|---|---|\n");
-        for (run_id, purpose, outcome, _) in runs {
+        for (run_id, purpose, outcome) in runs {
             text.push_str(&format!(
                 "| `{run_id}` | {purpose} | {} |\n",
                 outcome.as_deref().unwrap_or("no result")
@@ -715,16 +719,6 @@ fn purpose_name(purpose: Purpose) -> &'static str {
     match purpose {
         Purpose::Remediate => "remediate",
         Purpose::Repair => "repair",
-    }
-}
-
-/// The stored name of a state (`preparing`, `ci_pending`…).
-pub fn state_name(state: &State) -> String {
-    match serde_json::to_value(state) {
-        Ok(serde_json::Value::Object(map)) => {
-            map.get("state").and_then(|s| s.as_str()).unwrap_or("unknown").to_owned()
-        }
-        _ => "unknown".to_owned(),
     }
 }
 

@@ -59,7 +59,8 @@ pub enum JobOutcome {
     Ignored,
 }
 
-fn state_name(state: &State) -> String {
+/// The stored name of a state (`preparing`, `ci_pending`…).
+pub fn state_name(state: &State) -> String {
     match serde_json::to_value(state) {
         Ok(serde_json::Value::Object(map)) => {
             map.get("state").and_then(|s| s.as_str()).unwrap_or("unknown").to_owned()
@@ -489,13 +490,13 @@ impl Store {
     }
 
     /// Every run of a remediation, oldest first, as (run id, purpose,
-    /// outcome, reason): what a hand-off comment lists.
+    /// outcome): what a hand-off comment lists.
     pub async fn runs_of(
         &self,
         remediation_id: &str,
-    ) -> Result<Vec<(String, String, Option<String>, Option<String>)>, Error> {
+    ) -> Result<Vec<(String, String, Option<String>)>, Error> {
         Ok(sqlx::query_as(
-            "SELECT run_id, purpose, outcome, reason FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
+            "SELECT run_id, purpose, outcome FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
         )
         .bind(remediation_id)
         .fetch_all(&self.pool)

@@ -5,13 +5,13 @@
 use std::time::{Duration, Instant};
 
 use patchpilot_controller::ci_watch::{CiState, look};
-use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
-use patchpilot_controller::forge::{Access, Forge, NewPullRequest, Repo};
+use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig};
+use patchpilot_controller::forge::{Access, Forge, NewPullRequest};
 use patchpilot_controller::git::Git;
 use tokio_util::sync::CancellationToken;
 
 mod support;
-use support::TestDb;
+use support::{TestDb, seeded_forge};
 
 const CHECK: &str = r###"case "$(cat mode)" in
   pass|seed) echo ok ;;
@@ -22,12 +22,7 @@ esac"###;
 #[tokio::test]
 async fn ci_results_are_triaged_and_patch_caused_logs_become_fenced_evidence() {
     let Some(db) = TestDb::create().await else { return };
-    let root = tempfile::tempdir().expect("tempdir");
-    let forge = LocalForge::new(root.path(), db.pool.clone());
-    let repo = Repo { owner: "acme".into(), name: "api".into() };
-    let seed = tempfile::tempdir().expect("seed");
-    std::fs::write(seed.path().join("mode"), "seed\n").expect("seed");
-    forge.create_repository(&repo, "main", Some(seed.path())).await.expect("create");
+    let (_root, forge, repo) = seeded_forge(&db, &[("mode", "seed\n")]).await;
     forge.set_check(&repo, "ci", vec!["sh".into(), "-c".into(), CHECK.into()]).await.expect("check");
 
     let remote = forge.remote(&repo, Access::Write).await.expect("remote");

@@ -8,7 +8,7 @@ use patchpilot_controller::git::Git;
 use patchpilot_controller::publisher::{PublishRequest, publish_change};
 
 mod support;
-use support::TestDb;
+use support::{TestDb, seeded_forge};
 
 async fn fresh_clone(forge: &LocalForge, repo: &Repo, dir: &std::path::Path) {
     let remote = forge.remote(repo, Access::Read).await.expect("remote");
@@ -23,12 +23,7 @@ async fn fresh_clone(forge: &LocalForge, repo: &Repo, dir: &std::path::Path) {
 #[tokio::test]
 async fn publishing_twice_or_after_a_crash_gives_one_pr_and_one_commit() {
     let Some(db) = TestDb::create().await else { return };
-    let root = tempfile::tempdir().expect("tempdir");
-    let forge = LocalForge::new(root.path(), db.pool.clone());
-    let repo = Repo { owner: "acme".into(), name: "api".into() };
-    let seed = tempfile::tempdir().expect("seed");
-    std::fs::write(seed.path().join("Dockerfile"), "FROM golang:1.22.1-alpine3.19\n").expect("seed");
-    forge.create_repository(&repo, "main", Some(seed.path())).await.expect("create");
+    let (root, forge, repo) = seeded_forge(&db, &[("Dockerfile", "FROM golang:1.22.1-alpine3.19\n")]).await;
     let base = forge.branch_head(&repo, "main").await.expect("head").expect("main");
 
     let labels = vec!["security".to_string(), "patchpilot".to_string()];
