@@ -1,0 +1,51 @@
+//! PatchPilot's contracts: the domain types that services, the CLI and the
+//! agent in the sandbox exchange, and their conversions to and from the
+//! protobuf messages of `patchpilot-proto`.
+//!
+//! Services work with these types; protobuf appears only where a message is
+//! encoded or decoded at the bus edge (`From`/`TryFrom` impls here, a
+//! missing or malformed field becoming a [`ValidationError`] that names
+//! it). The crate is pure data: no I/O beyond reading a task file, no bus,
+//! no database (the `sqlx` feature only adds column types for the enums).
+//! That is what lets the agent inside the VM link it without linking the
+//! host's service stack.
+//!
+//! # Layout
+//!
+//! - [`assessment`]: findings, packages, images and assessments.
+//! - [`remediation`]: the planner's remediation jobs.
+//! - [`sandbox`]: sandbox run requests, their egress and limits, results.
+//! - [`retrospective`]: every run's account of itself.
+//! - [`task`]: what the agent is asked to do (`.patchpilot/task.json`).
+//! - [`report`]: what the agent says it did (`.patchpilot/result.json`).
+//! - [`context`]: the file names of the `.patchpilot/` folder.
+//! - [`names`]: enums with one stable name per variant ([`named_enum!`]).
+
+pub mod assessment;
+pub mod context;
+mod error;
+pub mod names;
+pub mod remediation;
+pub mod report;
+pub mod retrospective;
+pub mod sandbox;
+pub mod task;
+pub mod time;
+
+pub use assessment::{
+    ASSESSMENT_SCHEMA, Assessment, AssessmentDocument, Cvss, Finding, FindingKey, ImageDigest,
+    OperatingSystem, Package, Platform, Severity,
+};
+pub use error::ValidationError;
+pub use remediation::{ImageSummary, JobReason, RemediationId, RemediationJob, RepositoryTarget};
+pub use report::{AgentOutcome, FindingRef, Refusal, RefusalCategory, RunReport, VerificationStatus};
+pub use retrospective::{RetroCategory, Retrospective, RetrospectiveReport};
+pub use sandbox::{EgressPolicy, RunLimits, RunOutcome, RunPurpose, SandboxResult, SandboxRun};
+pub use task::{Task, TaskPolicy, TaskRegistry};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+    #[cfg(feature = "sqlx")]
+    pub use sqlx;
+}
