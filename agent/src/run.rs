@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use patchpilot_fleet::model::Finding;
+use patchpilot_model::Finding;
 use patchpilot_scanner::image::PlatformChoice;
 use patchpilot_scanner::registry::Registry;
 

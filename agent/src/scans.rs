@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use patchpilot_fleet::model::Assessment;
+use patchpilot_model::Assessment;
 use patchpilot_scanner::db::AdvisoryDb;
 use patchpilot_scanner::image::{self, PlatformChoice};
 use patchpilot_scanner::package::Package;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use patchpilot_fleet::model::{Finding, Severity};
+use patchpilot_model::{Finding, Severity};
 use patchpilot_scanner::registry::RegistryConfig;
 use serde::{Deserialize, Serialize};
 

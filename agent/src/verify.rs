@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 use bollard::query_parameters::{BuildImageOptions, RemoveImageOptions};
 use futures::StreamExt as _;
-use patchpilot_fleet::model::{Finding, Severity};
+use patchpilot_model::{Finding, Severity};
 use serde::Serialize;
 
 use crate::remediate::{FindingRef, same_vulnerability};

@@ -27,7 +27,7 @@ use patchpilot_agent::dockerfile::{Dockerfile, apply as apply_edits};
 use patchpilot_agent::remediate::downloads::{Binary, Release, ReleaseIndex, plan};
 use patchpilot_agent::remediate::lockfiles;
 use patchpilot_agent::remediate::{CommandRun, Refusal, Step, have};
-use patchpilot_fleet::model::{Finding, Package, Severity};
+use patchpilot_model::{Finding, Package, Severity};
 use sha2::Digest as _;
 
 fn fixture(rel: &str) -> String {

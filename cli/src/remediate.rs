@@ -16,7 +16,7 @@ use patchpilot_agent::remediate::downloads::ReleaseIndex;
 use patchpilot_agent::report::Outcome;
 use patchpilot_agent::run::{self, Options};
 use patchpilot_agent::task::{Task, TaskPolicy};
-use patchpilot_fleet::model::Severity;
+use patchpilot_model::Severity;
 use patchpilot_planner::intake::{self, Format};
 
 use crate::config::CliConfig;

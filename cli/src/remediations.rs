@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
-use patchpilot_fleet::model::{Finding, ImageSummary, Severity};
+use patchpilot_model::{Finding, ImageSummary, Severity};
 use serde::Serialize;
 use uuid::Uuid;
 

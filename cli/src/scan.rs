@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use patchpilot_fleet::model::Severity;
+use patchpilot_model::Severity;
 use patchpilot_scanner::db::AdvisoryDb;
 use patchpilot_scanner::image::{self, PlatformChoice};
 use patchpilot_scanner::registry::Registry;
@@ -96,7 +96,7 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
     let text = match args.format {
         Format::Table => report::table(&assessment, &catalog),
         Format::Json => {
-            serde_json::to_string_pretty(&patchpilot_fleet::model::AssessmentDocument::new(vec![
+            serde_json::to_string_pretty(&patchpilot_model::AssessmentDocument::new(vec![
                 assessment.clone(),
             ]))? + "\n"
         }

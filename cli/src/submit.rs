@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use chrono::Utc;
 use patchpilot_fleet::bus::{subjects, trace};
-use patchpilot_fleet::model::Assessment;
+use patchpilot_model::Assessment;
 use patchpilot_planner::intake::{self, Format, ImageOverride, native};
 use prost::Message as _;
 use tracing::Instrument as _;

@@ -27,7 +27,7 @@ use std::time::Duration;
 use patchpilot_fleet::artifacts::ArtifactStore;
 use patchpilot_fleet::bus::subjects;
 use patchpilot_fleet::bus::trace;
-use patchpilot_fleet::model::{JobReason, RemediationJob};
+use patchpilot_model::{JobReason, RemediationJob};
 use patchpilot_fleet::{Bus, error_chain};
 use patchpilot_proto::{Message as _, v1};
 use tokio_util::sync::CancellationToken;

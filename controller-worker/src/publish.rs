@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use patchpilot_fleet::model::{Finding, Severity};
+use patchpilot_model::{Finding, Severity};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -254,7 +254,7 @@ pub fn body(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use patchpilot_fleet::model::Package;
+    use patchpilot_model::Package;
 
     fn finding(id: &str, package: &str, version: &str, fixed: &str, severity: Severity) -> Finding {
         Finding {

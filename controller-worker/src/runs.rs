@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 
-use patchpilot_fleet::model::Finding;
+use patchpilot_model::Finding;
 use patchpilot_proto::v1;
 
 use crate::lifecycle::Purpose;
@@ -122,7 +122,7 @@ pub fn sandbox_run(spec: &RunRequestSpec) -> v1::SandboxRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use patchpilot_fleet::model::{Package, Severity};
+    use patchpilot_model::{Package, Severity};
 
     fn finding(ecosystem: &str) -> Finding {
         Finding {

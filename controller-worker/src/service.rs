@@ -18,7 +18,7 @@ use patchpilot_fleet::bus::{
     self, BatchHandler, ConsumeOptions, ConsumerMetrics, ConsumerSpec, Delivery, HandlerError, StreamName,
     trace,
 };
-use patchpilot_fleet::model::RemediationJob;
+use patchpilot_model::RemediationJob;
 use patchpilot_fleet::{Bus, error_chain, store as fleet_store, telemetry};
 use patchpilot_proto::{Message as _, v1};
 use prometheus_client::registry::Registry;

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use patchpilot_agent::task::{Task, TaskPolicy};
-use patchpilot_fleet::model::Finding;
+use patchpilot_model::Finding;
 
 use crate::forge::GitRemote;
 use crate::forge::credential::{RemoteGitError, run_git_remote};
@@ -263,7 +263,7 @@ pub fn pack(workspace: &Path) -> Result<Vec<u8>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use patchpilot_fleet::model::{Package, Severity};
+    use patchpilot_model::{Package, Severity};
 
     fn finding() -> Finding {
         Finding {

@@ -1,5 +1,5 @@
 //! What every PatchPilot service shares: configuration, the JetStream bus,
-//! the Postgres store, telemetry, shutdown handling, and the domain model.
+//! the Postgres store, telemetry, shutdown handling and the service skeleton.
 //!
 //! This crate owns the *mechanics* of being a fleet service: how messages
 //! are published, consumed, retried and dead-lettered, how trace context
@@ -19,12 +19,10 @@
 //!   endpoint.
 //! - [`shutdown`]: a cancellation token fired by SIGTERM/SIGINT.
 //! - [`service_main`]: the `main` every service binary shares.
-//! - [`model`]: domain types and their protobuf conversions.
 
 pub mod artifacts;
 pub mod bus;
 pub mod config;
-pub mod model;
 pub mod service_main;
 pub mod shutdown;
 pub mod store;

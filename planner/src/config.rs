@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use patchpilot_fleet::config::{self, BusConfig, DatabaseConfig, NatsConfig, TelemetryConfig, Validate, key};
-use patchpilot_fleet::model::Severity;
+use patchpilot_model::Severity;
 use patchpilot_scanner::registry::{Credential, RegistryConfig};
 use serde::{Deserialize, Serialize};
 

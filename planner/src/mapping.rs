@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use patchpilot_fleet::config::{self, key};
-use patchpilot_fleet::model::RepositoryTarget;
+use patchpilot_model::RepositoryTarget;
 use serde::{Deserialize, Serialize};
 
 use crate::config::LabelDefaults;

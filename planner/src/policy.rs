@@ -14,7 +14,7 @@
 //! assessment of the image.
 
 use chrono::NaiveDate;
-use patchpilot_fleet::model::{Finding, Severity};
+use patchpilot_model::{Finding, Severity};
 
 use crate::config::{IgnoreRule, PolicySection};
 use crate::mapping::{ImagePattern, ImageReference};
@@ -155,7 +155,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use patchpilot_fleet::model::Package;
+    use patchpilot_model::Package;
 
     fn finding(id: &str, severity: Severity, fixed: &[&str]) -> Finding {
         Finding {

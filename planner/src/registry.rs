@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use patchpilot_fleet::model::{ImageDigest, Platform};
+use patchpilot_model::{ImageDigest, Platform};
 use patchpilot_scanner::image::PlatformChoice;
 use patchpilot_scanner::registry::{Registry, RegistryConfig};
 

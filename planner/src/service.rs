@@ -11,7 +11,7 @@ use patchpilot_fleet::bus::{
     self, BatchHandler, ConsumeOptions, ConsumerMetrics, ConsumerSpec, Delivery, HandlerError, StreamName,
     subjects, trace,
 };
-use patchpilot_fleet::model::Assessment;
+use patchpilot_model::Assessment;
 use patchpilot_fleet::{Bus, error_chain, store as fleet_store, telemetry};
 use patchpilot_proto::{Message as _, v1 as pb};
 use prometheus_client::encoding::EncodeLabelSet;

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
-use patchpilot_fleet::model::{
+use patchpilot_model::{
     Assessment, Cvss, Finding, FindingKey, ImageSummary, JobReason, Package, RemediationId, RemediationJob,
     RepositoryTarget, Severity,
 };

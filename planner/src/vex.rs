@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, FixedOffset};
-use patchpilot_fleet::model::Finding;
+use patchpilot_model::Finding;
 use serde::Deserialize;
 
 use crate::mapping::ImageReference;
@@ -440,7 +440,7 @@ fn oci_matches(oci: &Purl, image_ref: &str, digest: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use patchpilot_fleet::model::{Package, Severity};
+    use patchpilot_model::{Package, Severity};
 
     fn finding(id: &str, name: &str, kind: &str, purl: &str) -> Finding {
         Finding {

@@ -6,7 +6,7 @@
 //! here (its score comes from a macro-vector lookup table); callers fall
 //! back to the advisory's own severity label.
 
-use patchpilot_fleet::model::Severity;
+use patchpilot_model::Severity;
 
 /// A parsed base score.
 #[derive(Debug, Clone, PartialEq)]

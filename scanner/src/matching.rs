@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use patchpilot_fleet::model::{Cvss, Finding, Package as FindingPackage, Severity};
+use patchpilot_model::{Cvss, Finding, Package as FindingPackage, Severity};
 
 use crate::cvss;
 use crate::db::{AdvisoryDb, Match};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use chrono::Utc;
-use patchpilot_fleet::model::{Assessment, OperatingSystem, Platform, Severity};
+use patchpilot_model::{Assessment, OperatingSystem, Platform, Severity};
 use serde_json::{Value, json};
 
 use crate::image::Image;

@@ -20,7 +20,7 @@ use patchpilot_fleet::bus::{
     self, BatchHandler, ConsumeOptions, ConsumerMetrics, ConsumerSpec, Delivery, HandlerError, StreamName,
     subjects,
 };
-use patchpilot_fleet::model::Assessment;
+use patchpilot_model::Assessment;
 use patchpilot_fleet::{Bus, error_chain, telemetry};
 use patchpilot_proto::{Message as _, v1 as pb};
 use prometheus_client::metrics::counter::Counter;

@@ -18,7 +18,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use jsonschema::{Draft, Registry, Validator};
-use patchpilot_fleet::model::{Assessment, Cvss, Severity};
+use patchpilot_model::{Assessment, Cvss, Severity};
 use patchpilot_scanner::cvss;
 use patchpilot_scanner::db::AdvisoryDb;
 use patchpilot_scanner::image::{self, PlatformChoice};

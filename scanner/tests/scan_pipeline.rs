@@ -4,7 +4,7 @@
 
 mod support;
 
-use patchpilot_fleet::model::Severity;
+use patchpilot_model::Severity;
 use patchpilot_scanner::image::{self, PlatformChoice};
 use patchpilot_scanner::matching;
 use patchpilot_scanner::scan::Scanner;

@@ -34,7 +34,7 @@ use patchpilot_fleet::bus::{
     self, BatchHandler, ConsumeOptions, ConsumerMetrics, ConsumerSpec, Delivery, HandlerError, StreamName,
 };
 use patchpilot_fleet::config::{BusConfig, NatsConfig};
-use patchpilot_fleet::model::Assessment;
+use patchpilot_model::Assessment;
 use patchpilot_proto::v1 as pb;
 use prost::Message as _;
 use serde::Serialize;

@@ -32,7 +32,7 @@ use patchpilot_agent::scans::Scans;
 use patchpilot_agent::task::{Task, TaskPolicy};
 use patchpilot_e2e::Registry;
 use patchpilot_e2e::alpine::{self, ApkPackage, push_base};
-use patchpilot_fleet::model::{Finding, Severity};
+use patchpilot_model::{Finding, Severity};
 use patchpilot_scanner::image::PlatformChoice;
 use patchpilot_scanner::registry::{Registry as RegistryClient, RegistryConfig};
 use serde::Serialize;

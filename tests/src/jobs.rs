@@ -1,7 +1,7 @@
 //! RemediationJobs as the planner publishes them, for tests and benchmarks
 //! that drive the controller without a planner.
 
-use patchpilot_fleet::model::{
+use patchpilot_model::{
     Finding, JobReason, Package, RemediationId, RemediationJob, RepositoryTarget, Severity,
 };
 

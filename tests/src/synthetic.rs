@@ -1,6 +1,6 @@
 //! Synthetic assessments for load tests, crash tests and benchmarks.
 
-use patchpilot_fleet::model::{Assessment, Cvss, Finding, OperatingSystem, Package, Platform, Severity};
+use patchpilot_model::{Assessment, Cvss, Finding, OperatingSystem, Package, Platform, Severity};
 
 /// Shape of generated data.
 #[derive(Debug, Clone, Copy)]

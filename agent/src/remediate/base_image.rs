@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use patchpilot_fleet::model::{Finding, Severity};
+use patchpilot_model::{Finding, Severity};
 
 use super::{FindingRef, Refusal, Step, same_vulnerability};
 use crate::dockerfile::{Base, Dockerfile, Edit, ImageRef, Stage};

@@ -30,7 +30,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use patchpilot_fleet::model::Finding;
+use patchpilot_model::Finding;
 use patchpilot_scanner::version::Scheme;
 use serde::{Deserialize, Serialize};
 

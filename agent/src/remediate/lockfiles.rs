@@ -35,7 +35,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use patchpilot_fleet::model::Finding;
+use patchpilot_model::Finding;
 use patchpilot_scanner::version::Scheme;
 use serde_json::Value;
 
@@ -1170,7 +1170,7 @@ fn parse_pin(line: &str) -> Option<(String, Span)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use patchpilot_fleet::model::{Package, Severity};
+    use patchpilot_model::{Package, Severity};
 
     fn finding(id: &str, eco: &str, name: &str, version: &str, fixed: &[&str]) -> Finding {
         Finding {

@@ -19,7 +19,7 @@ pub mod os_pins;
 
 use std::time::Duration;
 
-use patchpilot_fleet::model::Finding;
+use patchpilot_model::Finding;
 use serde::{Deserialize, Serialize};
 
 use crate::dockerfile::Edit;

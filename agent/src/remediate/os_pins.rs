@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use patchpilot_fleet::model::Finding;
+use patchpilot_model::Finding;
 
 use super::index::{self, PackageIndex};
 use super::{FindingRef, Refusal, Step, scheme_of, smallest_fix};

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, FixedOffset, Utc};
-use patchpilot_fleet::model::{
+use patchpilot_model::{
     Assessment, Cvss, Finding, ImageDigest, OperatingSystem, Package, Platform, Severity,
 };
 use serde::Deserialize;

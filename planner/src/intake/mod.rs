@@ -22,7 +22,7 @@ pub mod trivy;
 use std::fmt;
 use std::str::FromStr;
 
-use patchpilot_fleet::model::{Assessment, ImageDigest, ValidationError};
+use patchpilot_model::{Assessment, ImageDigest, ValidationError};
 
 /// A report that could not be read. `path` is a JSON path into the document
 /// (`Results[0].Vulnerabilities[3].Severity`), empty for whole-document

@@ -19,8 +19,8 @@
 //! }
 //! ```
 
-use patchpilot_fleet::model::Assessment;
-pub use patchpilot_fleet::model::{ASSESSMENT_SCHEMA as SCHEMA, AssessmentDocument as Document};
+use patchpilot_model::Assessment;
+pub use patchpilot_model::{ASSESSMENT_SCHEMA as SCHEMA, AssessmentDocument as Document};
 
 use super::{Error, ImageOverride, typed};
 
@@ -73,7 +73,7 @@ mod tests {
         .expect("valid");
         assert_eq!(format, Format::Native);
         assert_eq!(a.len(), 1);
-        assert_eq!(a[0].findings[0].severity, patchpilot_fleet::model::Severity::High);
+        assert_eq!(a[0].findings[0].severity, patchpilot_model::Severity::High);
         assert_eq!(a[0].source_format, "patchpilot");
     }
 

@@ -25,7 +25,7 @@ use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker_with};
 use patchpilot_e2e::{Service, Stack, wait_for};
 use patchpilot_fleet::bus::subjects;
-use patchpilot_fleet::model::{Finding, JobReason, RemediationJob};
+use patchpilot_model::{Finding, JobReason, RemediationJob};
 use tokio_util::sync::CancellationToken;
 
 /// The scripted agent. `scenario` (a file of the repository) says which

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use patchpilot_e2e::Stack;
-use patchpilot_fleet::model::{JobReason, RemediationJob};
+use patchpilot_model::{JobReason, RemediationJob};
 
 use crate::support::{self, arg, assessment};
 

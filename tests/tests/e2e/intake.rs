@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use patchpilot_e2e::{Stack, fixture, workspace_root};
 use patchpilot_fleet::bus::StreamName;
-use patchpilot_fleet::model::{Assessment, Severity};
+use patchpilot_model::{Assessment, Severity};
 use patchpilot_planner::intake;
 
 use crate::support::{self, arg};
@@ -114,7 +114,7 @@ async fn trivy_grype_and_native_reports_become_findings_remediations_and_jobs() 
     for job in &jobs {
         assert_eq!(
             job.job_id,
-            patchpilot_fleet::model::RemediationJob::job_id_for(
+            patchpilot_model::RemediationJob::job_id_for(
                 job.remediation_id,
                 job.revision,
                 &job.target,

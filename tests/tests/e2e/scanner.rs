@@ -11,7 +11,7 @@ use patchpilot_e2e::images::{
 };
 use patchpilot_e2e::{Registry, Service, Stack, wait_for};
 use patchpilot_fleet::bus::StreamName;
-use patchpilot_fleet::model::{Assessment, Severity};
+use patchpilot_model::{Assessment, Severity};
 use prost::Message as _;
 
 /// (id, package, installed version, first fixed version, severity).

@@ -42,14 +42,14 @@ pub fn write_doc(stack: &Stack, name: &str, assessments: Vec<serde_json::Value>)
 }
 
 /// The decoded jobs on REMEDIATIONS, in stream order.
-pub async fn jobs(stack: &Stack) -> anyhow::Result<Vec<patchpilot_fleet::model::RemediationJob>> {
+pub async fn jobs(stack: &Stack) -> anyhow::Result<Vec<patchpilot_model::RemediationJob>> {
     use prost::Message as _;
     let messages = stack.stream_contents(patchpilot_fleet::bus::StreamName::Remediations).await?;
     messages
         .into_iter()
         .map(|m| {
             let proto = patchpilot_proto::v1::RemediationJob::decode(m.payload.as_ref())?;
-            Ok(patchpilot_fleet::model::RemediationJob::from_proto(proto)?)
+            Ok(patchpilot_model::RemediationJob::from_proto(proto)?)
         })
         .collect()
 }
