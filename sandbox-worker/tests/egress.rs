@@ -23,7 +23,7 @@ use patchpilot_sandbox::egress::{
     DNS_PORT, Dial, EgressPolicy, EgressRecord, ForwarderConfig, ForwarderHandle, GuestConnector,
     HostAliases, Kind, MemoryRecorder, PgRecorder, Recorder, Resolve, TCP_PORT, UnixConnector, Verdict,
 };
-use patchpilot_sandbox::guest::egress::{GuestEgress, GuestEgressConfig};
+use patchpilot_sandbox_guest::egress::{GuestEgress, GuestEgressConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
@@ -701,12 +701,12 @@ async fn netns_child() {
     let base = PathBuf::from(std::env::var_os("PATCHPILOT_EGRESS_BASE").expect("base"));
     let port: u16 = std::env::var("PATCHPILOT_EGRESS_ECHO_PORT").expect("port").parse().expect("port number");
     let cfg = GuestEgressConfig::default();
-    if let Err(e) = patchpilot_sandbox::guest::egress::apply_network(&cfg) {
+    if let Err(e) = patchpilot_sandbox_guest::egress::apply_network(&cfg) {
         // Hosts without the `dummy` module (the guest kernel has it): the
         // same plan with a veth whose peer stays in the namespace, which
         // leads nowhere just the same.
         eprintln!("apply_network: {e}; retrying with a veth in place of the dummy device");
-        for cmd in patchpilot_sandbox::guest::egress::setup_commands(&cfg) {
+        for cmd in patchpilot_sandbox_guest::egress::setup_commands(&cfg) {
             let mut cmd = cmd;
             if cmd.join(" ") == "ip link add dummy0 type dummy" {
                 cmd = ["ip", "link", "add", "dummy0", "type", "veth", "peer", "name", "dummy0p"]

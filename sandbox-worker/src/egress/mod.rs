@@ -1,13 +1,13 @@
 //! Egress: the only way out of a sandbox guest.
 //!
 //! The guest has no route out. Inside it, a DNS responder and a TCP
-//! redirector ([`crate::guest::egress`]) hand every lookup and connection to
-//! the host over vsock ([`protocol`], with the [`dns`] codec: both live in
-//! `patchpilot-sandbox-wire`, the crate guest and host share, and are
-//! re-exported here). The host-side [`forwarder`] decides
-//! each one against the run's [`policy::EgressPolicy`] with the pure
-//! [`gate::Gate`], records every decision ([`audit`]), and only then dials
-//! ([`dial`]) an address the host resolved itself ([`resolve`]).
+//! redirector (`patchpilot_sandbox_guest::egress`) hand every lookup and
+//! connection to the host over vsock ([`protocol`], with the [`dns`] codec:
+//! both live in `patchpilot-sandbox-wire`, the crate guest and host share,
+//! and are re-exported here). The host-side [`forwarder`] decides each one
+//! against the run's [`policy::EgressPolicy`] with the pure [`gate::Gate`],
+//! records every decision ([`audit`]), and only then dials ([`dial`]) an
+//! address the host resolved itself ([`resolve`]).
 //!
 //! Owns: policy parsing and presets, the fake-IP DNS scheme, the allow/deny
 //! rules and their audit trail. The framing is the wire crate's: it only

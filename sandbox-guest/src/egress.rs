@@ -17,16 +17,15 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use patchpilot_sandbox_wire::dns;
+use patchpilot_sandbox_wire::protocol::{
+    ConnectReply, ConnectRequest, DNS_PORT, GuestConnector, MAX_LINE, TCP_PORT, read_dns_frame, read_line,
+    write_dns_frame,
+};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
-
-use crate::egress::dns;
-use crate::egress::protocol::{
-    ConnectReply, ConnectRequest, DNS_PORT, GuestConnector, MAX_LINE, TCP_PORT, read_dns_frame, read_line,
-    write_dns_frame,
-};
 
 /// How long a query may wait for the host.
 const DNS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,7 +63,7 @@ impl Default for GuestEgressConfig {
 /// Why egress could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot listen for {what} on {addr}: {source}")]
+    #[error("cannot listen for {what} on {addr}")]
     Bind {
         what: &'static str,
         addr: SocketAddr,
