@@ -266,7 +266,8 @@ impl GuestEgress {
     /// Serves on `listeners` until dropped. Must be called inside a tokio
     /// runtime: the listeners are served by tasks of their own.
     pub fn serve(connector: Arc<dyn GuestConnector>, listeners: Listeners) -> Result<GuestEgress, Error> {
-        let addr = |what, addr: io::Result<SocketAddr>| addr.map_err(|source| Error::Address { what, source });
+        let addr =
+            |what, addr: io::Result<SocketAddr>| addr.map_err(|source| Error::Address { what, source });
         let Listeners { dns_udp: udp, dns_tcp: dns_listener, redirect: redirect_listener } = listeners;
         let dns_udp = addr("DNS over UDP", udp.local_addr())?;
         let dns_tcp = addr("DNS over TCP", dns_listener.local_addr())?;

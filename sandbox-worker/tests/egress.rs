@@ -453,8 +453,8 @@ async fn loopback_listeners() -> Listeners {
 #[tokio::test]
 async fn guest_dns_responder_forwards_udp_and_tcp_queries() {
     let h = Harness::start(policy(&["registry.test".into()], &[], &[]), &["registry.test=127.0.0.1"]).await;
-    let guest =
-        GuestEgress::serve(Arc::new(h.guest.clone()), loopback_listeners().await).expect("guest egress starts");
+    let guest = GuestEgress::serve(Arc::new(h.guest.clone()), loopback_listeners().await)
+        .expect("guest egress starts");
 
     let udp = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
     let query = dns::build_query(7, "registry.test", dns::TYPE_A).expect("query");
