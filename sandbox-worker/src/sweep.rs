@@ -373,6 +373,15 @@ mod tests {
             .arg("300")
             .spawn()
             .expect("spawn sleep");
+        // spawn() returns while the child is still inside execve: the kernel
+        // wakes a vfork parent before the new program's arguments are in
+        // place, and until then /proc/<pid>/cmdline reads empty. A crashed
+        // worker's orphans are long past that; wait until this one is too.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !live_processes_mentioning(&run_dir).iter().any(|l| l.pid == leftover.id()) {
+            assert!(Instant::now() < deadline, "the leftover never showed its command line");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         // An unrelated process that must survive.
         let mut bystander = std::process::Command::new("sleep").arg("300").spawn().expect("spawn sleep");
 

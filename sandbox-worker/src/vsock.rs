@@ -18,8 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint};
 
-/// The guest port the control service listens on.
-pub const CONTROL_PORT: u32 = 1024;
+pub use patchpilot_sandbox_wire::vsock::CONTROL_PORT;
 
 /// What can go wrong reaching the guest.
 #[derive(Debug, thiserror::Error)]

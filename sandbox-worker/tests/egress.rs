@@ -23,7 +23,7 @@ use patchpilot_sandbox::egress::{
     DNS_PORT, Dial, EgressPolicy, EgressRecord, ForwarderConfig, ForwarderHandle, GuestConnector,
     HostAliases, Kind, MemoryRecorder, PgRecorder, Recorder, Resolve, TCP_PORT, UnixConnector, Verdict,
 };
-use patchpilot_sandbox::guest::egress::{GuestEgress, GuestEgressConfig};
+use patchpilot_sandbox_guest::egress::{GuestEgress, GuestEgressConfig, Listeners};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
@@ -437,17 +437,24 @@ fn sock(base: &Path, port: u32) -> PathBuf {
     PathBuf::from(format!("{}_{port}", base.display()))
 }
 
+/// The guest's listeners on loopback, each bound once, to a port of its
+/// own, and handed over bound. Never a port picked earlier and bound again:
+/// another socket can take it in between ("Address already in use").
+async fn loopback_listeners() -> Listeners {
+    Listeners {
+        dns_udp: UdpSocket::bind("127.0.0.1:0").await.expect("bind DNS over UDP"),
+        dns_tcp: TcpListener::bind("127.0.0.1:0").await.expect("bind DNS over TCP"),
+        redirect: TcpListener::bind("127.0.0.1:0").await.expect("bind the redirector"),
+    }
+}
+
 /// The in-guest DNS responder, run on loopback ports in this process,
 /// forwarding to the real forwarder over the Unix-socket connector.
 #[tokio::test]
 async fn guest_dns_responder_forwards_udp_and_tcp_queries() {
     let h = Harness::start(policy(&["registry.test".into()], &[], &[]), &["registry.test=127.0.0.1"]).await;
-    let guest = GuestEgress::start(
-        Arc::new(h.guest.clone()),
-        GuestEgressConfig { dns_listen: "127.0.0.1:0".parse().expect("addr"), redirect_port: 0 },
-    )
-    .await
-    .expect("guest egress starts");
+    let guest = GuestEgress::serve(Arc::new(h.guest.clone()), loopback_listeners().await)
+        .expect("guest egress starts");
 
     let udp = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
     let query = dns::build_query(7, "registry.test", dns::TYPE_A).expect("query");
@@ -486,11 +493,10 @@ async fn guest_dns_responder_forwards_udp_and_tcp_queries() {
 #[tokio::test]
 async fn guest_dns_answers_servfail_when_host_is_unreachable() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let guest = GuestEgress::start(
+    let guest = GuestEgress::serve(
         Arc::new(UnixConnector { base: dir.path().join("nothing-here") }),
-        GuestEgressConfig { dns_listen: "127.0.0.1:0".parse().expect("addr"), redirect_port: 0 },
+        loopback_listeners().await,
     )
-    .await
     .expect("guest egress starts");
     let udp = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
     let query = dns::build_query(9, "registry.test", dns::TYPE_A).expect("query");
@@ -701,12 +707,12 @@ async fn netns_child() {
     let base = PathBuf::from(std::env::var_os("PATCHPILOT_EGRESS_BASE").expect("base"));
     let port: u16 = std::env::var("PATCHPILOT_EGRESS_ECHO_PORT").expect("port").parse().expect("port number");
     let cfg = GuestEgressConfig::default();
-    if let Err(e) = patchpilot_sandbox::guest::egress::apply_network(&cfg) {
+    if let Err(e) = patchpilot_sandbox_guest::egress::apply_network(&cfg) {
         // Hosts without the `dummy` module (the guest kernel has it): the
         // same plan with a veth whose peer stays in the namespace, which
         // leads nowhere just the same.
         eprintln!("apply_network: {e}; retrying with a veth in place of the dummy device");
-        for cmd in patchpilot_sandbox::guest::egress::setup_commands(&cfg) {
+        for cmd in patchpilot_sandbox_guest::egress::setup_commands(&cfg) {
             let mut cmd = cmd;
             if cmd.join(" ") == "ip link add dummy0 type dummy" {
                 cmd = ["ip", "link", "add", "dummy0", "type", "veth", "peer", "name", "dummy0p"]

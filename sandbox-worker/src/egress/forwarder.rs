@@ -22,15 +22,16 @@ use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use super::audit::{Decision, EgressRecord, Kind, Recorder, Verdict, rules};
-use super::dial::Dial;
-use super::dns;
-use super::gate::Gate;
-use super::policy::EgressPolicy;
-use super::protocol::{
+use patchpilot_sandbox_wire::dns;
+use patchpilot_sandbox_wire::protocol::{
     ConnectReply, ConnectRequest, DNS_PORT, MAX_LINE, TCP_PORT, port_socket_path, read_dns_frame, read_line,
     write_dns_frame,
 };
+
+use super::audit::{Decision, EgressRecord, Kind, Recorder, Verdict, rules};
+use super::dial::Dial;
+use super::gate::Gate;
+use super::policy::EgressPolicy;
 use super::resolve::Resolve;
 
 /// TTL of synthetic answers. Short, so a guest re-asks and the host

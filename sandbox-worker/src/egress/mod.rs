@@ -1,14 +1,17 @@
 //! Egress: the only way out of a sandbox guest.
 //!
 //! The guest has no route out. Inside it, a DNS responder and a TCP
-//! redirector ([`crate::guest::egress`]) hand every lookup and connection to
-//! the host over vsock ([`protocol`]). The host-side [`forwarder`] decides
-//! each one against the run's [`policy::EgressPolicy`] with the pure
-//! [`gate::Gate`], records every decision ([`audit`]), and only then dials
-//! ([`dial`]) an address the host resolved itself ([`resolve`]).
+//! redirector (`patchpilot_sandbox_guest::egress`) hand every lookup and
+//! connection to the host over vsock ([`protocol`], with the [`dns`] codec:
+//! both live in `patchpilot-sandbox-wire`, the crate guest and host share,
+//! and are re-exported here). The host-side [`forwarder`] decides each one
+//! against the run's [`policy::EgressPolicy`] with the pure [`gate::Gate`],
+//! records every decision ([`audit`]), and only then dials ([`dial`]) an
+//! address the host resolved itself ([`resolve`]).
 //!
-//! Owns: the guest↔host egress framing, policy parsing and presets, the
-//! fake-IP DNS scheme, the allow/deny rules and their audit trail.
+//! Owns: policy parsing and presets, the fake-IP DNS scheme, the allow/deny
+//! rules and their audit trail. The framing is the wire crate's: it only
+//! encodes and decodes, every decision about what it carries is made here.
 //!
 //! Must never: dial anything before the decision to allow it is made and
 //! recorded; dial an address the guest chose unless it is inside a CIDR the
@@ -18,13 +21,15 @@
 pub mod audit;
 pub mod cidr;
 pub mod dial;
-pub mod dns;
 pub mod forwarder;
 pub mod gate;
 pub mod policy;
 pub mod presets;
-pub mod protocol;
 pub mod resolve;
+
+// The wire formats the guest shares, under the paths host code has always
+// used for them.
+pub use patchpilot_sandbox_wire::{dns, protocol};
 
 pub use audit::{
     Decision, EgressMetrics, EgressRecord, Fanout, Kind, MemoryRecorder, PgRecorder, Recorder, Verdict,

@@ -17,16 +17,15 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use patchpilot_sandbox_wire::dns;
+use patchpilot_sandbox_wire::protocol::{
+    ConnectReply, ConnectRequest, DNS_PORT, GuestConnector, MAX_LINE, TCP_PORT, read_dns_frame, read_line,
+    write_dns_frame,
+};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
-
-use crate::egress::dns;
-use crate::egress::protocol::{
-    ConnectReply, ConnectRequest, DNS_PORT, GuestConnector, MAX_LINE, TCP_PORT, read_dns_frame, read_line,
-    write_dns_frame,
-};
 
 /// How long a query may wait for the host.
 const DNS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,15 +63,65 @@ impl Default for GuestEgressConfig {
 /// Why egress could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot listen for {what} on {addr}: {source}")]
+    /// A listener could not be bound.
+    #[error("cannot listen for {what} on {addr}")]
     Bind {
+        /// Which listener.
         what: &'static str,
+        /// The address it was to listen on.
         addr: SocketAddr,
+        /// The cause.
         #[source]
         source: io::Error,
     },
+    /// A bound listener could not tell its address.
+    #[error("cannot read the address of the {what} listener")]
+    Address {
+        /// Which listener.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A set-up command failed; `detail` is its exit status and stderr.
     #[error("`{command}` failed: {detail}")]
-    Command { command: String, detail: String },
+    Command {
+        /// The command line.
+        command: String,
+        /// What went wrong, as the command told it.
+        detail: String,
+    },
+}
+
+/// The sockets the DNS responder and the TCP redirector serve on, bound
+/// before either starts.
+///
+/// They are handed over bound, never as port numbers: a port found free
+/// and bound again later may be taken in between (tests bind their own on
+/// loopback port 0 and pass them in).
+#[derive(Debug)]
+pub struct Listeners {
+    /// The DNS responder over UDP.
+    pub dns_udp: UdpSocket,
+    /// The DNS responder over TCP.
+    pub dns_tcp: TcpListener,
+    /// The TCP redirector.
+    pub redirect: TcpListener,
+}
+
+impl Listeners {
+    /// Binds what `config` names: in the guest, fixed ports on all
+    /// addresses, the ones the NAT rules of [`setup_commands`] redirect to.
+    pub async fn bind(config: &GuestEgressConfig) -> Result<Listeners, Error> {
+        let bind_err = |what, addr| move |source| Error::Bind { what, addr, source };
+        let dns = config.dns_listen;
+        let redirect = SocketAddr::new(dns.ip(), config.redirect_port);
+        Ok(Listeners {
+            dns_udp: UdpSocket::bind(dns).await.map_err(bind_err("DNS over UDP", dns))?,
+            dns_tcp: TcpListener::bind(dns).await.map_err(bind_err("DNS over TCP", dns))?,
+            redirect: TcpListener::bind(redirect).await.map_err(bind_err("redirected TCP", redirect))?,
+        })
+    }
 }
 
 /// The exact commands that set up the guest network, in order.
@@ -206,29 +255,29 @@ pub struct GuestEgress {
 }
 
 impl GuestEgress {
-    /// Binds the listeners and serves until dropped.
+    /// Binds the listeners `config` names and serves until dropped.
     pub async fn start(
         connector: Arc<dyn GuestConnector>,
         config: GuestEgressConfig,
     ) -> Result<GuestEgress, Error> {
-        let bind_err = |what, addr| move |source| Error::Bind { what, addr, source };
-        let udp =
-            UdpSocket::bind(config.dns_listen).await.map_err(bind_err("DNS over UDP", config.dns_listen))?;
-        let dns_udp = udp.local_addr().map_err(bind_err("DNS over UDP", config.dns_listen))?;
-        // Same port for TCP as UDP got (matters when the config says 0).
-        let tcp_addr = dns_udp;
-        let dns_listener = TcpListener::bind(tcp_addr).await.map_err(bind_err("DNS over TCP", tcp_addr))?;
-        let dns_tcp = dns_listener.local_addr().map_err(bind_err("DNS over TCP", tcp_addr))?;
-        let redirect_addr = SocketAddr::new(config.dns_listen.ip(), config.redirect_port);
-        let redirect_listener =
-            TcpListener::bind(redirect_addr).await.map_err(bind_err("redirected TCP", redirect_addr))?;
-        let redirect = redirect_listener.local_addr().map_err(bind_err("redirected TCP", redirect_addr))?;
+        GuestEgress::serve(connector, Listeners::bind(&config).await?)
+    }
+
+    /// Serves on `listeners` until dropped. Must be called inside a tokio
+    /// runtime: the listeners are served by tasks of their own.
+    pub fn serve(connector: Arc<dyn GuestConnector>, listeners: Listeners) -> Result<GuestEgress, Error> {
+        let addr =
+            |what, addr: io::Result<SocketAddr>| addr.map_err(|source| Error::Address { what, source });
+        let Listeners { dns_udp: udp, dns_tcp: dns_listener, redirect: redirect_listener } = listeners;
+        let dns_udp = addr("DNS over UDP", udp.local_addr())?;
+        let dns_tcp = addr("DNS over TCP", dns_listener.local_addr())?;
+        let redirect = addr("redirected TCP", redirect_listener.local_addr())?;
         let tasks = vec![
             tokio::spawn(serve_udp(Arc::new(udp), connector.clone())),
             tokio::spawn(serve_dns_tcp(dns_listener, connector.clone())),
             tokio::spawn(serve_redirect(redirect_listener, connector)),
         ];
-        tracing::info!(%dns_udp, %redirect, "guest egress listening");
+        tracing::info!(%dns_udp, %dns_tcp, %redirect, "guest egress listening");
         Ok(GuestEgress { tasks, dns_udp, dns_tcp, redirect })
     }
 

@@ -1,28 +1,50 @@
-//! The guest agent, `patchpilot-guest`: the only PatchPilot code that runs
-//! inside the microVM.
+//! The control service's start-up, `patchpilot-guest serve`: in-guest
+//! egress set up in the background while gRPC already answers on vsock
+//! port [`CONTROL_PORT`], until the host calls Shutdown.
 //!
-//! - `init` runs as PID 1: mounts, reaping, power-off when the service ends.
-//! - `serve` is the control service ([`control`]) on vsock port 1024, with
-//!   in-guest egress ([`egress`]) set up first and dockerd ([`docker`])
-//!   started on demand.
-//!
-//! The guest is untrusted: it holds nothing the host would miss and is
-//! handed only per-run capabilities. It must never be given a host socket,
-//! a host credential or a route to the network other than through the
-//! host's egress forwarder.
-
-pub mod control;
-pub mod docker;
-pub mod egress;
-pub mod init;
+//! Must never make the host wait on egress to say hello: a failed set-up is
+//! reported by Hello and a run without network still works; whether a run
+//! may go on without it is the host's call.
 
 use std::sync::Arc;
 
 use patchpilot_proto::v1::guest_control_server::GuestControlServer;
+use patchpilot_sandbox_wire::protocol::VsockConnector;
+use patchpilot_sandbox_wire::vsock::CONTROL_PORT;
 use tokio::sync::mpsc;
 use tokio_vsock::{VMADDR_CID_ANY, VsockAddr, VsockListener};
 
-use crate::vsock::CONTROL_PORT;
+use crate::{control, egress};
+
+/// Why the control service ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The control port could not be bound.
+    #[error("cannot listen on vsock port {port}")]
+    Listen {
+        /// The guest vsock port.
+        port: u32,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The gRPC server failed.
+    #[error("the control service failed")]
+    Serve(#[source] tonic::transport::Error),
+}
+
+/// `error` and its causes on one line, `outer: inner: …`: what the console
+/// and Hello show, since neither has an error-chain printer.
+pub fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
+}
 
 const NETFILTER_MODULES: &[&str] = &[
     "nf_tables",
@@ -54,9 +76,9 @@ async fn start_egress() -> Result<egress::GuestEgress, String> {
     // under emulation costs seconds of boot.
     let _ = tokio::process::Command::new("modprobe").arg("-a").args(NETFILTER_MODULES).status().await;
     let config = egress::GuestEgressConfig::default();
-    egress::apply_network(&config).map_err(|e| e.to_string())?;
-    let connector = Arc::new(crate::egress::protocol::VsockConnector::default());
-    egress::GuestEgress::start(connector, config).await.map_err(|e| e.to_string())
+    egress::apply_network(&config).map_err(|e| describe(&e))?;
+    let connector = Arc::new(VsockConnector::default());
+    egress::GuestEgress::start(connector, config).await.map_err(|e| describe(&e))
 }
 
 /// Whether in-guest egress is up: `None` while it is being set up, then
@@ -64,7 +86,7 @@ async fn start_egress() -> Result<egress::GuestEgress, String> {
 pub type EgressState = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
 
 /// The control service on vsock; returns when the host asks for shutdown.
-pub async fn serve() -> anyhow::Result<()> {
+pub async fn run() -> Result<(), Error> {
     // Egress is set up while the agent already answers: the host uploads
     // the workspace meanwhile, and a run waits for it before the command.
     let (egress_tx, egress_state) = tokio::sync::watch::channel(None);
@@ -83,19 +105,23 @@ pub async fn serve() -> anyhow::Result<()> {
         };
         let _ = egress_tx.send(Some(state));
     });
-    let listener = VsockListener::bind(VsockAddr::new(VMADDR_CID_ANY, CONTROL_PORT))?;
+    let listener = VsockListener::bind(VsockAddr::new(VMADDR_CID_ANY, CONTROL_PORT))
+        .map_err(|source| Error::Listen { port: CONTROL_PORT, source })?;
     let incoming = futures::stream::unfold(listener, |listener| async move {
         let next = listener.accept().await.map(|(stream, _)| Connection(stream));
         Some((next, listener))
     });
     let (shutdown_tx, mut shutdown_rx) = mpsc::channel(1);
     let service = control::Control::new(control::Paths::guest(), egress_state, shutdown_tx);
-    let server = tonic::transport::Server::builder()
-        .add_service(GuestControlServer::new(service).max_decoding_message_size(8 << 20))
-        .serve_with_incoming_shutdown(incoming, async move {
+    // One service, served without tonic's router: the generated server
+    // answers unknown methods itself, and the router would bring axum in.
+    let service = GuestControlServer::new(service).max_decoding_message_size(8 << 20);
+    tonic::transport::Server::builder()
+        .serve_with_incoming_shutdown(service, incoming, async move {
             let _ = shutdown_rx.recv().await;
-        });
-    server.await?;
+        })
+        .await
+        .map_err(Error::Serve)?;
     drop(egress_holder);
     nix::unistd::sync();
     Ok(())
@@ -103,7 +129,7 @@ pub async fn serve() -> anyhow::Result<()> {
 
 /// A vsock connection tonic can serve.
 #[derive(Debug)]
-pub struct Connection(tokio_vsock::VsockStream);
+struct Connection(tokio_vsock::VsockStream);
 
 impl tonic::transport::server::Connected for Connection {
     type ConnectInfo = ();

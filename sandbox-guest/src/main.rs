@@ -4,9 +4,11 @@
 
 use std::process::ExitCode;
 
+use patchpilot_sandbox_guest::{init, serve};
+
 fn main() -> ExitCode {
     match std::env::args().nth(1).as_deref() {
-        Some("init") => patchpilot_sandbox::guest::init::run(),
+        Some("init") => init::run(),
         Some("serve") => {
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt,
@@ -15,10 +17,10 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match runtime.block_on(patchpilot_sandbox::guest::serve()) {
+            match runtime.block_on(serve::run()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("patchpilot-guest: {e:#}");
+                    eprintln!("patchpilot-guest: {}", serve::describe(&e));
                     ExitCode::FAILURE
                 }
             }

@@ -56,7 +56,7 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct Control {
     paths: Paths,
-    egress: super::EgressState,
+    egress: crate::serve::EgressState,
     state: Arc<Mutex<State>>,
     /// Told when Shutdown is called.
     shutdown: mpsc::Sender<()>,
@@ -65,7 +65,7 @@ pub struct Control {
 impl Control {
     /// A service working in `paths`; `egress` says whether in-guest
     /// egress is up (Hello reports a failure, Run waits for it).
-    pub fn new(paths: Paths, egress: super::EgressState, shutdown: mpsc::Sender<()>) -> Self {
+    pub fn new(paths: Paths, egress: crate::serve::EgressState, shutdown: mpsc::Sender<()>) -> Self {
         Control { paths, egress, state: Arc::default(), shutdown }
     }
 }
@@ -247,7 +247,7 @@ impl Control {
         let mut _dockerd = None;
         if spec.docker {
             let _ = tx.send(phase("docker", "started", "")).await;
-            match super::docker::start(&spec.insecure_registries, Duration::from_secs(120)).await {
+            match crate::docker::start(&spec.insecure_registries, Duration::from_secs(120)).await {
                 Ok(child) => {
                     _dockerd = Some(child);
                     let _ = tx.send(phase("docker", "ready", "")).await;
@@ -286,7 +286,7 @@ impl Control {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if spec.docker {
-            cmd.env("DOCKER_HOST", format!("unix://{}", super::docker::SOCKET));
+            cmd.env("DOCKER_HOST", format!("unix://{}", crate::docker::SOCKET));
         }
         cmd.envs(&spec.env);
         let _ = tx.send(phase("command", "started", spec.command.join(" "))).await;

@@ -1,0 +1,97 @@
+//! The guest links none of the host's service stack.
+//!
+//! `patchpilot-guest` runs next to untrusted code inside the microVM, so
+//! every crate it links is attack surface there and weight in the
+//! initramfs. Database and bus clients, VMM, Docker and forge clients,
+//! telemetry exporters and HTTP servers have no business in it, and neither
+//! have the host's crates that bring them. Checked on the resolved tree of
+//! normal dependencies (what the binary links), so a crate that pulls one
+//! in transitively fails here as surely as a direct dependency.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Crates of the host's stack, by package name.
+const FORBIDDEN: &[&str] = &[
+    "sqlx",
+    "sqlx-core",
+    "async-nats",
+    "firepilot",
+    "bollard",
+    "opentelemetry-otlp",
+    "axum",
+    "octocrab",
+    // The host's own crates: everything above comes in through them.
+    "patchpilot-fleet",
+    "patchpilot-sandbox",
+];
+
+const GUEST: &str = "patchpilot-sandbox-guest";
+
+/// The cargo that runs this test (set by cargo and nextest at run time),
+/// else the one that built it.
+fn cargo() -> PathBuf {
+    std::env::var_os("CARGO").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO")))
+}
+
+fn workspace_manifest() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("Cargo.toml")
+}
+
+/// The host's target triple, from `rustc -vV`: the guest is built for the
+/// host's architecture (the VM runs the same binary), and target-specific
+/// dependencies must be resolved for it.
+fn host_triple() -> String {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(&rustc).arg("-vV").output().expect("run rustc -vV");
+    assert!(out.status.success(), "rustc -vV: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_owned)
+        .expect("rustc -vV names the host")
+}
+
+/// `cargo tree` for the guest's normal dependencies, with `extra` args.
+/// Offline and locked: the lock file has everything, and a test must not
+/// rewrite it.
+fn cargo_tree(extra: &[&str]) -> String {
+    let out = Command::new(cargo())
+        .arg("tree")
+        .arg("--manifest-path")
+        .arg(workspace_manifest())
+        .args(["--offline", "--locked", "-p", GUEST, "-e", "normal", "--target", &host_triple()])
+        .args(extra)
+        .output()
+        .expect("run cargo tree");
+    assert!(out.status.success(), "cargo tree {extra:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every package in the guest's tree, by name.
+fn guest_packages() -> Vec<String> {
+    let tree = cargo_tree(&["--prefix", "none", "--no-dedupe", "--format", "{p}"]);
+    let mut names: Vec<String> =
+        tree.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn the_guest_links_nothing_of_the_hosts_service_stack() {
+    let packages = guest_packages();
+    // The listing was read at all: the guest itself and what it surely
+    // uses are there, so an empty or misparsed tree cannot pass.
+    for expected in [GUEST, "patchpilot-sandbox-wire", "patchpilot-proto", "tokio", "tonic"] {
+        assert!(packages.iter().any(|p| p == expected), "{expected} missing from the tree: {packages:?}");
+    }
+    let found: Vec<&str> = FORBIDDEN.iter().copied().filter(|f| packages.iter().any(|p| p == f)).collect();
+    // Why each one is there: the path from the guest to it.
+    let why: Vec<String> = found.iter().map(|f| cargo_tree(&["--invert", f])).collect();
+    assert!(
+        found.is_empty(),
+        "the guest's dependency tree holds {found:?}, which it must never link:\n{}",
+        why.join("\n")
+    );
+}
