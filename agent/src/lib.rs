@@ -14,7 +14,8 @@
 //! - [`verify`]: build with the sandbox's Docker daemon (bollard), rescan,
 //!   and compare.
 //! - [`run`]: one run start to finish; [`report`]: `result.json` and the
-//!   Retrospective; [`task`]: `.patchpilot/task.json`.
+//!   retrospective. The task (`.patchpilot/task.json`) and both reports
+//!   are contracts with the controller and live in `patchpilot-model`.
 //!
 //! What it must never do: commit, push, open a pull request or hold a
 //! credential (a task that carries one is refused; registries and mirrors
@@ -30,5 +31,10 @@ pub mod remediate;
 pub mod report;
 pub mod run;
 pub mod scans;
-pub mod task;
 pub mod verify;
+
+/// Installs rustls' ring provider for the registry and index clients; a
+/// provider already installed is what we want.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

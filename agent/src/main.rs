@@ -1,7 +1,7 @@
 //! `patchpilot-agent`: the built-in agent command of a sandbox run.
 //!
 //! Reads `.patchpilot/task.json` in the workspace, remediates, and writes
-//! `.patchpilot/result.json` and `.patchpilot/retrospective.pb`; the
+//! `.patchpilot/result.json` and `.patchpilot/retrospective.json`; the
 //! working tree is the patch. It never commits, pushes or opens anything,
 //! and it holds no credential: the task has none, and the registry and the
 //! package mirrors are reached through the sandbox's egress.
@@ -16,7 +16,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use patchpilot_agent::report;
 use patchpilot_agent::run::{self, Options};
-use patchpilot_agent::task::{CONTEXT_DIR, Task};
+use patchpilot_model::Task;
+use patchpilot_model::context::CONTEXT_DIR;
 
 /// Remediate the workspace's task.
 #[derive(Debug, Parser)]
@@ -43,19 +44,14 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        patchpilot_fleet::telemetry::install_crypto_provider();
-        let telemetry_config =
-            patchpilot_fleet::config::TelemetryConfig { log_filter: "warn".into(), ..Default::default() };
-        let guard = match patchpilot_fleet::telemetry::init("patchpilot-agent", &telemetry_config) {
-            Ok(g) => g,
-            Err(e) => {
-                eprintln!("patchpilot-agent: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let code = run(args).await;
-        guard.shutdown();
-        code
+        patchpilot_agent::install_crypto_provider();
+        // Logs go to stderr, which the guest keeps as the run's transcript;
+        // the agent exports no telemetry of its own (it has no route out but
+        // the run's egress).
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+        run(args).await
     })
 }
 
@@ -92,9 +88,10 @@ async fn run(args: Args) -> ExitCode {
         // Unique per process too: two runs sharing a daemon (tests, a
         // retried run) must never export each other's image.
         image_prefix: format!("patchpilot-verify/{}-{:x}", sanitize(&run_name), std::process::id()),
+        registry: None,
     };
     let result = run::remediate(&args.workspace, &task, &options).await;
-    let retro = report::retrospective(&result, &task.run_id, &task.remediation_id);
+    let retro = report::retrospective(&result);
     print!("{}", result.render_text());
     match result.write(&args.workspace.join(CONTEXT_DIR), &retro) {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,79 +3,15 @@
 //! Retrospective, both built from what actually happened in the run.
 
 use std::path::Path;
-use std::time::Duration;
 
-use patchpilot_proto::v1 as pb;
-use serde::Serialize;
+pub use patchpilot_model::{AgentOutcome as Outcome, BaseRecord, EditRecord, PlanStats};
+use patchpilot_model::{RefusalCategory, RetroCategory, RetrospectiveReport, RunReport, context};
 
 use crate::remediate::{CommandRun, Refusal, Step};
 use crate::verify::{Status, Verification};
 
-/// How the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// Verified: every assessed finding is gone.
-    Fixed,
-    /// Verified: some are gone; the rest are refused or still present.
-    PartlyFixed,
-    /// Changes were made and not verified (`--no-verify`).
-    Unverified,
-    /// Nothing to change, or the rebuilt image fixes nothing: no patch.
-    NotFixed,
-    /// The patched image did not build: no patch.
-    BuildFailed,
-    /// The patched image brings a finding at or above the policy's
-    /// severity: no patch.
-    Rejected,
-    /// The run could not work (unreadable Dockerfile, no daemon): no patch.
-    Failed,
-}
-
-impl Outcome {
-    /// Whether the working tree keeps the changes.
-    pub fn keeps_patch(self) -> bool {
-        matches!(self, Outcome::Fixed | Outcome::PartlyFixed | Outcome::Unverified)
-    }
-}
-
-/// One edit as the result shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct EditRecord {
-    /// The file, relative to the workspace.
-    pub file: String,
-    /// 1-based line where the edit starts.
-    pub line: usize,
-    /// The text replaced.
-    pub before: String,
-    /// The text that replaces it.
-    pub after: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// The planning numbers.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct PlanStats {
-    /// Planning time, without builds.
-    #[serde(serialize_with = "ms")]
-    pub planning: Duration,
-    /// Of which registry requests.
-    #[serde(serialize_with = "ms")]
-    pub registry: Duration,
-    /// Of which cataloging and matching.
-    #[serde(serialize_with = "ms")]
-    pub scanning: Duration,
-    /// Images scanned (current base and candidates).
-    pub images_scanned: usize,
-}
-
-fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
-}
-
 /// `.patchpilot/result.json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct RunResult {
     /// How it ended.
     pub outcome: Outcome,
@@ -109,25 +45,35 @@ pub struct RunResult {
     pub stats: PlanStats,
 }
 
-/// The base image part of the result.
-#[derive(Debug, Clone, Serialize)]
-pub struct BaseRecord {
-    /// The base the final stage started from.
-    pub current: String,
-    /// The base it starts from after the run.
-    pub chosen: String,
-    /// Candidate tags scanned, in order.
-    pub candidates_scanned: Vec<String>,
-}
-
 impl RunResult {
-    /// Writes `result.json` and `retrospective.pb` into `dir`.
-    pub fn write(&self, dir: &Path, retro: &pb::Retrospective) -> std::io::Result<()> {
-        use patchpilot_proto::Message as _;
+    /// The report as `result.json` carries it.
+    pub fn report(&self) -> RunReport {
+        RunReport {
+            outcome: self.outcome,
+            summary: self.summary.clone(),
+            dockerfile: self.dockerfile.clone(),
+            image: self.image.clone(),
+            base: self.base.clone(),
+            steps: self.steps.iter().map(Step::record).collect(),
+            edits: self.edits.clone(),
+            refusals: self.refusals.clone(),
+            verification: self.verification.clone(),
+            commands: self.commands.clone(),
+            notes: self.notes.clone(),
+            problems: self.problems.clone(),
+            patch: self.patch,
+            diff: self.diff.clone(),
+            stats: self.stats,
+        }
+    }
+
+    /// Writes `result.json` and `retrospective.json` into `dir`.
+    pub fn write(&self, dir: &Path, retro: &RetrospectiveReport) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
-        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        write_atomic(&dir.join("result.json"), &json)?;
-        write_atomic(&dir.join("retrospective.pb"), &retro.encode_to_vec())
+        let json = serde_json::to_vec_pretty(&self.report()).map_err(std::io::Error::other)?;
+        write_atomic(&dir.join(context::RESULT), &json)?;
+        let json = serde_json::to_vec_pretty(retro).map_err(std::io::Error::other)?;
+        write_atomic(&dir.join(context::RETROSPECTIVE), &json)
     }
 }
 
@@ -138,7 +84,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Builds the retrospective of a run from its result.
-pub fn retrospective(result: &RunResult, run_id: &str, remediation_id: &str) -> pb::Retrospective {
+pub fn retrospective(result: &RunResult) -> RetrospectiveReport {
     let mut went_well = Vec::new();
     let mut went_wrong = result.problems.clone();
     let mut missing_tools = Vec::new();
@@ -189,48 +135,47 @@ pub fn retrospective(result: &RunResult, run_id: &str, remediation_id: &str) -> 
     }
     for r in &result.refusals {
         let line = format!("{} in {} {}: {}", r.finding.id, r.finding.package, r.finding.version, r.reason);
-        match r.category.as_str() {
-            "tooling" => missing_tools.push(line.clone()),
-            "context" => missing_context.push(line.clone()),
+        match r.category {
+            RefusalCategory::Tooling => missing_tools.push(line.clone()),
+            RefusalCategory::Context => missing_context.push(line.clone()),
             _ => {}
         }
         went_wrong.push(line);
     }
     went_wrong.dedup();
     let category = category(result);
-    pb::Retrospective {
-        run_id: run_id.to_owned(),
-        remediation_id: remediation_id.to_owned(),
+    RetrospectiveReport {
         went_well,
         went_wrong,
         missing_tools,
         missing_context,
-        category: category as i32,
+        category,
         summary: result.summary.clone(),
-        created_at: Some(patchpilot_proto::Timestamp::from(std::time::SystemTime::now())),
     }
 }
 
 /// The broad cause of what went wrong: the first that applies of an
 /// unreachable service, a failed build, a missing tool, policy.
-fn category(result: &RunResult) -> pb::RetroCategory {
-    let has = |c: &str| result.refusals.iter().any(|r| r.category == c);
+fn category(result: &RunResult) -> RetroCategory {
+    let has = |c: RefusalCategory| result.refusals.iter().any(|r| r.category == c);
     if result.outcome == Outcome::Fixed && result.refusals.is_empty() {
-        return pb::RetroCategory::Unspecified;
+        return RetroCategory::Unspecified;
     }
-    if has("infrastructure") || result.problems.iter().any(|p| p.starts_with("infrastructure:")) {
-        return pb::RetroCategory::Infrastructure;
+    if has(RefusalCategory::Infrastructure)
+        || result.problems.iter().any(|p| p.starts_with("infrastructure:"))
+    {
+        return RetroCategory::Infrastructure;
     }
-    if result.outcome == Outcome::BuildFailed || has("repository") {
-        return pb::RetroCategory::RepositoryComplexity;
+    if result.outcome == Outcome::BuildFailed || has(RefusalCategory::Repository) {
+        return RetroCategory::RepositoryComplexity;
     }
-    if has("tooling") || result.problems.iter().any(|p| p.starts_with("tooling:")) {
-        return pb::RetroCategory::Tooling;
+    if has(RefusalCategory::Tooling) || result.problems.iter().any(|p| p.starts_with("tooling:")) {
+        return RetroCategory::Tooling;
     }
-    if has("policy") || has("context") || result.outcome == Outcome::Rejected {
-        return pb::RetroCategory::Policy;
+    if has(RefusalCategory::Policy) || has(RefusalCategory::Context) || result.outcome == Outcome::Rejected {
+        return RetroCategory::Policy;
     }
-    pb::RetroCategory::Unspecified
+    RetroCategory::Unspecified
 }
 
 impl RunResult {
@@ -297,11 +242,7 @@ impl RunResult {
                 v.count(Status::Introduced)
             );
             for row in &v.rows {
-                let status = match row.status {
-                    Status::Fixed => "fixed",
-                    Status::Present => "still present",
-                    Status::Introduced => "introduced",
-                };
+                let status = row.status.label();
                 let _ = writeln!(
                     out,
                     "  {:<16} {:<20} {} → {:<14} {:<8} {status}",
@@ -324,15 +265,7 @@ impl RunResult {
             self.stats.scanning.as_millis(),
             self.stats.images_scanned
         );
-        let _ = writeln!(
-            out,
-            "outcome: {} — {}",
-            serde_json::to_value(self.outcome)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-            self.summary
-        );
+        let _ = writeln!(out, "outcome: {} — {}", self.outcome, self.summary);
         if !self.diff.is_empty() {
             out.push('\n');
             out.push_str(&self.diff);

@@ -13,18 +13,19 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use patchpilot_model::Finding;
+use patchpilot_model::context::CONTEXT_DIR;
+use patchpilot_model::{Finding, Task};
 use patchpilot_scanner::image::PlatformChoice;
-use patchpilot_scanner::registry::Registry;
+use patchpilot_scanner::registry::{Registry, RegistryConfig};
 
 use crate::dockerfile::{Dockerfile, Edit, apply};
 use crate::remediate::os_pins::{self, PinContext};
 use crate::remediate::{
-    CommandRun, FindingRef, Refusal, Step, base_image, downloads, lockfiles, same_vulnerability,
+    CommandRun, FindingRef, Refusal, RefusalCategory, Step, base_image, downloads, lockfiles,
+    same_vulnerability,
 };
 use crate::report::{BaseRecord, EditRecord, Outcome, PlanStats, RunResult};
 use crate::scans::{ScannedImage, Scans};
-use crate::task::{CONTEXT_DIR, Task};
 use crate::verify::{self, Builder, Status};
 
 /// How to run.
@@ -42,6 +43,10 @@ pub struct Options {
     pub db_dir: PathBuf,
     /// Prefix of the tags verification builds (`<prefix>:before`/`:after`).
     pub image_prefix: String,
+    /// Registry access of a caller outside a sandbox (the CLI on a local
+    /// checkout, with the operator's credentials). `None` in a sandbox: the
+    /// task's settings, which hold no credential.
+    pub registry: Option<RegistryConfig>,
 }
 
 /// Files a run may change, as they were before it: the Dockerfile, and the
@@ -200,12 +205,17 @@ pub async fn remediate(workspace: &Path, task: &Task, options: &Options) -> RunR
         Ok(df) => df,
         Err(e) => return failed(result, format!("repository: {}: {e}", task.dockerfile)),
     };
-    let registry = match Registry::new(&task.registry) {
+    let registry_config = options.registry.clone().unwrap_or_else(|| RegistryConfig {
+        insecure: task.registry.insecure.clone(),
+        timeout_secs: task.registry.timeout_secs,
+        ..RegistryConfig::default()
+    });
+    let registry = match Registry::new(&registry_config) {
         Ok(r) => r,
         Err(e) => {
             return failed(
                 result,
-                format!("infrastructure: registry client: {}", patchpilot_fleet::error_chain(&e)),
+                format!("infrastructure: registry client: {}", patchpilot_model::error_chain(&e)),
             );
         }
     };
@@ -360,7 +370,7 @@ pub async fn remediate(workspace: &Path, task: &Task, options: &Options) -> RunR
                     task.policy.block_at,
                     worse.join(", ")
                 ),
-                category: "policy".into(),
+                category: RefusalCategory::Policy,
             });
         }
         return finish(result, commands, workspace, &snapshot, false);
@@ -478,7 +488,7 @@ async fn plan(
     let base = match base_image::plan(df, findings, scans, task.policy.block_at).await {
         Ok(b) => Some(b),
         Err(e) => {
-            plan.problems.push(format!("infrastructure: {}", patchpilot_fleet::error_chain(&e)));
+            plan.problems.push(format!("infrastructure: {}", patchpilot_model::error_chain(&e)));
             None
         }
     };
@@ -497,7 +507,7 @@ async fn plan(
         plan.steps.extend(b.step.clone());
     }
     // 2. OS package pins, against the chosen base.
-    patchpilot_fleet::telemetry::install_crypto_provider();
+    crate::install_crypto_provider();
     let client = match reqwest::Client::builder().timeout(std::time::Duration::from_secs(60)).build() {
         Ok(c) => c,
         Err(e) => {
@@ -574,7 +584,7 @@ async fn plan(
                             "{} ({}) edits the same text as an earlier change: {e}",
                             step.remediator, step.summary
                         ),
-                        category: "repository".into(),
+                        category: RefusalCategory::Repository,
                     });
                 }
             }
@@ -610,7 +620,7 @@ async fn plan(
         let r = FindingRef::from(f);
         if !claimed.contains(&&r) && !plan.refusals.iter().any(|x| x.finding == r) {
             let (reason, category) = unclaimed_reason(f, plan.current_base.as_deref(), task);
-            plan.refusals.push(Refusal { finding: r, reason, category: category.into() });
+            plan.refusals.push(Refusal { finding: r, reason, category });
         }
     }
     plan.refusals.sort_by(|a, b| a.finding.cmp(&b.finding));
@@ -621,7 +631,7 @@ async fn plan(
 /// Why nothing claimed `f`, and the category: a binary the release index
 /// does not describe is missing context; anything else is the repository's
 /// shape.
-fn unclaimed_reason(f: &Finding, base: Option<&ScannedImage>, task: &Task) -> (String, &'static str) {
+fn unclaimed_reason(f: &Finding, base: Option<&ScannedImage>, task: &Task) -> (String, RefusalCategory) {
     let in_base = base.is_some_and(|b| b.assessment.findings.iter().any(|x| same_vulnerability(f, x)));
     let at = if f.package.path.is_empty() { String::new() } else { format!(" at {}", f.package.path) };
     let kind = if f.package.kind.is_empty() { "unknown type" } else { f.package.kind.as_str() };
@@ -631,7 +641,7 @@ fn unclaimed_reason(f: &Finding, base: Option<&ScannedImage>, task: &Task) -> (S
                 "{} {} comes with the base image, and no base change was possible",
                 f.package.name, f.package.version
             ),
-            "repository",
+            RefusalCategory::Repository,
         );
     }
     let path = f.package.path.trim_start_matches('/');
@@ -643,7 +653,7 @@ fn unclaimed_reason(f: &Finding, base: Option<&ScannedImage>, task: &Task) -> (S
                 "{} {} is built into {path}, which no lockfile in the workspace builds and the task's release index does not describe; with its releases, the download remediator could bump it",
                 f.package.name, f.package.version
             ),
-            "context",
+            RefusalCategory::Context,
         );
     }
     (
@@ -651,6 +661,6 @@ fn unclaimed_reason(f: &Finding, base: Option<&ScannedImage>, task: &Task) -> (S
             "no remediator applies: {} {} ({kind}){at} is not installed by a pinned package, a versioned download or a lockfile this run can change",
             f.package.name, f.package.version
         ),
-        "repository",
+        RefusalCategory::Repository,
     )
 }

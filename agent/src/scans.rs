@@ -15,7 +15,7 @@ use patchpilot_scanner::image::{self, PlatformChoice};
 use patchpilot_scanner::package::Package;
 use patchpilot_scanner::registry::Registry;
 use patchpilot_scanner::scan::Scanner;
-use patchpilot_scanner::service::scan_image;
+use patchpilot_scanner::scan::scan_image;
 
 /// Why an image could not be scanned.
 #[derive(Debug, thiserror::Error)]
@@ -163,7 +163,7 @@ impl Scans {
         let layers = image.layers.iter().map(|l| l.digest.clone()).collect();
         let digest = image.digest.clone();
         let (assessment, catalog, _) = tokio::task::spawn_blocking(move || {
-            let db = AdvisoryDb::open(&dir).map_err(|e| patchpilot_fleet::error_chain(&e))?;
+            let db = AdvisoryDb::open(&dir).map_err(|e| patchpilot_model::error_chain(&e))?;
             scan_image(&scanner, &db, &image)
         })
         .await

@@ -15,12 +15,11 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 use bollard::query_parameters::{BuildImageOptions, RemoveImageOptions};
 use futures::StreamExt as _;
-use patchpilot_model::{Finding, Severity};
-use serde::Serialize;
+use patchpilot_model::Finding;
 
 use crate::remediate::{FindingRef, same_vulnerability};
 use crate::scans::{ScannedImage, Scans};
-use crate::task::CONTEXT_DIR;
+use patchpilot_model::context::CONTEXT_DIR;
 
 /// Why verification could not produce a verdict.
 #[derive(Debug, thiserror::Error)]
@@ -52,63 +51,7 @@ pub enum Error {
     Scan(String),
 }
 
-/// What happened to one finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Assessed, and gone from the rebuilt image.
-    Fixed,
-    /// Assessed, and still in the rebuilt image.
-    Present,
-    /// Not in the image before, in it now.
-    Introduced,
-}
-
-/// One row of the verification table.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    /// The finding (for `introduced`, as found in the rebuilt image).
-    pub finding: FindingRef,
-    /// Its severity.
-    pub severity: Severity,
-    /// What happened to it.
-    pub status: Status,
-    /// The package version in the rebuilt image, when it still has the
-    /// package.
-    pub version_after: Option<String>,
-}
-
-/// The verification of one run.
-#[derive(Debug, Clone, Serialize)]
-pub struct Verification {
-    /// The image tag built.
-    pub image: String,
-    /// Its image id.
-    pub image_id: String,
-    /// How long the build took.
-    #[serde(serialize_with = "ms")]
-    pub build_time: Duration,
-    /// How long export and rescan took.
-    #[serde(serialize_with = "ms")]
-    pub scan_time: Duration,
-    /// One row per assessed finding, then one per introduced finding.
-    pub rows: Vec<Row>,
-    /// What "before" means for `introduced`: the original image rebuilt, or
-    /// the assessment plus the original base's scan when the original no
-    /// longer builds.
-    pub baseline: String,
-}
-
-fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
-}
-
-impl Verification {
-    /// Rows with `status`.
-    pub fn count(&self, status: Status) -> usize {
-        self.rows.iter().filter(|r| r.status == status).count()
-    }
-}
+pub use patchpilot_model::{Verification, VerificationRow as Row, VerificationStatus as Status};
 
 /// A built image, exported and scanned.
 #[derive(Debug)]
@@ -173,9 +116,9 @@ impl Builder {
         let archive = self.scratch.join("image.tar");
         self.export(tag, &archive).await?;
         let image = patchpilot_scanner::image::open_docker_archive(&archive)
-            .map_err(|e| Error::Scan(patchpilot_fleet::error_chain(&e)))?;
+            .map_err(|e| Error::Scan(patchpilot_model::error_chain(&e)))?;
         let mut scanned =
-            scans.scan_local(image).await.map_err(|e| Error::Scan(patchpilot_fleet::error_chain(&e)))?;
+            scans.scan_local(image).await.map_err(|e| Error::Scan(patchpilot_model::error_chain(&e)))?;
         scanned.reference = tag.to_owned();
         let _ = std::fs::remove_file(&archive);
         let _ = std::fs::remove_file(&tar_path);

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use patchpilot_agent::dockerfile::{Dockerfile, apply as apply_edits};
 use patchpilot_agent::remediate::downloads::{Binary, Release, ReleaseIndex, plan};
 use patchpilot_agent::remediate::lockfiles;
-use patchpilot_agent::remediate::{CommandRun, Refusal, Step, have};
+use patchpilot_agent::remediate::{CommandRun, Refusal, RefusalCategory, Step, have};
 use patchpilot_model::{Finding, Package, Severity};
 use sha2::Digest as _;
 
@@ -163,10 +163,10 @@ fn download_takes_the_smallest_release_fixing_every_finding_and_refuses_what_non
     let refused: BTreeMap<&str, &Refusal> = refusals.iter().map(|r| (r.finding.id.as_str(), r)).collect();
     assert_eq!(refused.len(), 2);
     let crypto = refused["GO-2099-0001"];
-    assert_eq!(crypto.category, "policy");
+    assert_eq!(crypto.category, RefusalCategory::Policy);
     assert!(crypto.reason.contains("no release of helm after v3.2.0"), "{}", crypto.reason);
     let text_module = refused["GO-2099-0002"];
-    assert_eq!(text_module.category, "policy");
+    assert_eq!(text_module.category, RefusalCategory::Policy);
     assert!(text_module.reason.contains("no fixed version"), "{}", text_module.reason);
 }
 
@@ -179,7 +179,7 @@ fn download_refuses_when_no_release_fixes_anything() {
     let (steps, refusals) = plan(&df, &findings, &helm_index("usr/local/bin/helm"));
     assert!(steps.is_empty());
     assert_eq!(refusals.len(), 1);
-    assert_eq!(refusals[0].category, "policy");
+    assert_eq!(refusals[0].category, RefusalCategory::Policy);
     assert!(refusals[0].reason.contains("newest listed: v3.2.4 with v1.14.6"), "{}", refusals[0].reason);
 }
 
@@ -326,13 +326,13 @@ fn download_refuses_without_a_default_or_without_a_variable() {
     let (steps, refusals) = plan(&Dockerfile::parse(&text).expect("parses"), &findings, &helm_index(helm));
     assert!(steps.is_empty());
     assert_eq!(refusals.len(), 1);
-    assert_eq!(refusals[0].category, "repository");
+    assert_eq!(refusals[0].category, RefusalCategory::Repository);
     assert!(refusals[0].reason.contains("VERSION has no default"), "{}", refusals[0].reason);
 
     let text = fixture("dockerfiles/martinadolfi-helm.Dockerfile");
     let (steps, refusals) = plan(&Dockerfile::parse(&text).expect("parses"), &findings, &helm_index(helm));
     assert!(steps.is_empty());
-    assert_eq!(refusals[0].category, "repository");
+    assert_eq!(refusals[0].category, RefusalCategory::Repository);
     assert!(refusals[0].reason.contains("no ARG or ENV version of helm"), "{}", refusals[0].reason);
 
     // The variable holds a version the index does not list.
@@ -367,7 +367,7 @@ fn download_pinned_by_a_checksum_is_refused_rather_than_broken() {
     let (steps, refusals) = plan(&Dockerfile::parse(&text).expect("parses"), &findings, &index);
     assert!(steps.is_empty(), "{steps:?}");
     assert_eq!(refusals.len(), 1);
-    assert_eq!(refusals[0].category, "repository");
+    assert_eq!(refusals[0].category, RefusalCategory::Repository);
     assert!(refusals[0].reason.contains("v1.19.0 → v1.19.1 would fix them"), "{}", refusals[0].reason);
     assert!(refusals[0].reason.contains("KUBELOGIN_SHA256"), "{}", refusals[0].reason);
 
@@ -390,20 +390,19 @@ fn download_pinned_by_a_checksum_is_refused_rather_than_broken() {
 }
 
 #[test]
-fn release_index_reads_the_context_file_and_names_it_when_broken() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let good = dir.path().join("releases.json");
-    std::fs::write(
-        &good,
-        r#"{"binaries":[{"name":"helm","path":"usr/local/bin/helm","releases":[{"version":"3.14.2","modules":{"stdlib":"v1.22.1"}}]}]}"#,
-    )
-    .expect("write");
-    let index = ReleaseIndex::read(&good).expect("reads");
-    assert_eq!(index.binaries[0].releases[0].modules["stdlib"], "v1.22.1");
-    let bad = dir.path().join("broken.json");
-    std::fs::write(&bad, r#"{"binaries": [{"name": 1}]}"#).expect("write");
-    let err = ReleaseIndex::read(&bad).expect_err("rejects").to_string();
-    assert!(err.contains("broken.json"), "{err}");
+fn a_task_carries_the_release_index_and_names_a_broken_field() {
+    let task = serde_json::json!({
+        "dockerfile": "Dockerfile",
+        "findings": [{"id": "CVE-1", "package": {"name": "stdlib", "version": "v1.22.1", "ecosystem": "Go"}}],
+        "releases": {"binaries": [{"name": "helm", "path": "usr/local/bin/helm",
+            "releases": [{"version": "3.14.2", "modules": {"stdlib": "v1.22.1"}}]}]},
+    });
+    let parsed = patchpilot_model::Task::parse(task.to_string().as_bytes()).expect("parses");
+    assert_eq!(parsed.releases.binaries[0].releases[0].modules["stdlib"], "v1.22.1");
+    let mut broken = task.clone();
+    broken["releases"]["binaries"][0]["name"] = serde_json::json!(1);
+    let err = patchpilot_model::Task::parse(broken.to_string().as_bytes()).expect_err("rejects");
+    assert_eq!(err.path, "releases.binaries[0].name", "{err}");
 }
 
 // ---------------------------------------------------------------------------
@@ -438,7 +437,7 @@ fn child_applies_lockfiles_with_its_environment() {
     let mut log: Vec<CommandRun> = Vec::new();
     let (steps, refusals) = lockfiles::apply(Path::new(&ws), &findings, &mut log);
     let output = ChildOutput {
-        steps: serde_json::to_value(&steps).expect("steps"),
+        steps: serde_json::to_value(steps.iter().map(Step::record).collect::<Vec<_>>()).expect("steps"),
         refusals: serde_json::to_value(&refusals).expect("refusals"),
         log: serde_json::to_value(&log).expect("log"),
     };
@@ -1103,7 +1102,7 @@ fn pip_pins_move_in_place_and_hashed_pins_are_refused() {
 
     assert_eq!(refusals.len(), 1, "{refusals:?}");
     assert_eq!(refusals[0].finding.id, "TEST-PIP-HASHED");
-    assert_eq!(refusals[0].category, "repository");
+    assert_eq!(refusals[0].category, RefusalCategory::Repository);
     assert!(refusals[0].reason.contains("stubs/requirements.txt:7"), "{}", refusals[0].reason);
     assert!(refusals[0].reason.contains("--hash"), "{}", refusals[0].reason);
 }

@@ -2,21 +2,18 @@
 //! same file and `PATCHPILOT_…` variables as the services, and ignores the
 //! sections it does not need (a full service config file works).
 
-use patchpilot_fleet::config::{self, BusConfig, DatabaseConfig, NatsConfig, TelemetryConfig, Validate};
+use patchpilot_fleet::config::{self, FleetSections, Validate};
 use serde::{Deserialize, Serialize};
 
 /// The CLI's view of the configuration.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CliConfig {
-    /// NATS connection.
-    pub nats: NatsConfig,
-    /// Postgres connection (status, remediations).
-    pub database: DatabaseConfig,
-    /// Logs and tracing.
-    pub telemetry: TelemetryConfig,
-    /// Stream settings, used when the CLI creates streams.
-    pub bus: BusConfig,
+    /// The sections every service shares: NATS, Postgres (status,
+    /// remediations), telemetry, and the stream settings used when the CLI
+    /// creates streams.
+    #[serde(flatten)]
+    pub fleet: FleetSections,
     /// Scanner settings (`scan`, `db`).
     pub scanner: patchpilot_scanner::config::ScannerSection,
     /// Sandbox settings (`sandbox image build`, `sandbox run`).
@@ -31,10 +28,7 @@ pub struct CliConfig {
 
 impl Validate for CliConfig {
     fn validate(&self, _: &str) -> Result<(), config::Error> {
-        self.nats.validate("nats")?;
-        self.database.validate("database")?;
-        self.telemetry.validate("telemetry")?;
-        self.bus.validate("bus")?;
+        self.fleet.validate("")?;
         self.scanner.validate("scanner")?;
         self.sandbox.validate("sandbox")?;
         self.controller.validate("controller")

@@ -91,7 +91,7 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         telemetry::install_crypto_provider();
-        let mut telemetry_config = config.telemetry.clone();
+        let mut telemetry_config = config.fleet.telemetry.clone();
         // The CLI talks to people: only warnings unless RUST_LOG says more.
         telemetry_config.log_filter = "warn".into();
         let guard = match telemetry::init("patchpilot-cli", &telemetry_config) {
@@ -125,13 +125,14 @@ fn main() -> ExitCode {
 
 /// Connects to the bus with the CLI's settings.
 pub(crate) async fn connect_bus(config: &CliConfig) -> anyhow::Result<patchpilot_fleet::Bus> {
-    let bus = patchpilot_fleet::Bus::connect(&config.nats, config.bus.clone(), "patchpilot-cli").await?;
+    let bus = patchpilot_fleet::Bus::connect(&config.fleet.nats, config.fleet.bus.clone(), "patchpilot-cli")
+        .await?;
     Ok(bus)
 }
 
 /// Opens the database without migrating: the CLI never changes the schema.
 pub(crate) async fn connect_db(config: &CliConfig) -> anyhow::Result<sqlx::PgPool> {
-    let mut database = config.database.clone();
+    let mut database = config.fleet.database.clone();
     database.migrate = false;
     database.max_connections = database.max_connections.min(4);
     Ok(patchpilot_fleet::store::connect(&database).await?)

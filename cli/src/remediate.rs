@@ -12,11 +12,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use patchpilot_agent::remediate::downloads::ReleaseIndex;
-use patchpilot_agent::report::Outcome;
 use patchpilot_agent::run::{self, Options};
-use patchpilot_agent::task::{Task, TaskPolicy};
-use patchpilot_model::Severity;
+use patchpilot_model::{ReleaseIndex, Severity, Task, TaskPolicy, TaskRegistry};
 use patchpilot_planner::intake::{self, Format};
 
 use crate::config::CliConfig;
@@ -129,18 +126,18 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
     let section = &config.scanner;
     let db_dir = patchpilot_scanner::db::resolve_dir(args.db.as_deref(), section.db.as_deref())?;
     let task = Task {
-        run_id: String::new(),
-        remediation_id: String::new(),
-        dockerfile: args.dockerfile.clone(),
         context: args.context.clone(),
         image: Some(assessment.image.clone()),
-        findings: assessment.findings.clone(),
         policy: TaskPolicy { block_at: args.block_at },
         package_indexes,
         releases,
-        registry: section.registry.clone(),
+        registry: TaskRegistry {
+            insecure: section.registry.insecure.clone(),
+            timeout_secs: section.registry.timeout_secs,
+        },
         db: Some(db_dir.clone()),
         platform: args.platform.clone(),
+        ..Task::new(args.dockerfile.clone(), assessment.findings.clone())
     };
     let options = Options {
         verify: !args.no_verify && !args.dry_run,
@@ -148,13 +145,15 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         cache_dir: section.cache_dir().join("remediate"),
         db_dir,
         image_prefix: format!("patchpilot-verify/local-{}", std::process::id()),
+        // Outside a sandbox the operator's own registry credentials apply.
+        registry: Some(section.registry.clone()),
     };
     let result = run::remediate(&args.workspace, &task, &options).await;
     print!("{}", result.render_text());
     if let Some(path) = &args.result {
-        let json = serde_json::to_vec_pretty(&result)?;
+        let json = serde_json::to_vec_pretty(&result.report())?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
     }
-    let changed = matches!(result.outcome, Outcome::Fixed | Outcome::PartlyFixed | Outcome::Unverified);
+    let changed = result.outcome.keeps_patch();
     Ok(if changed { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -18,13 +18,14 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand};
+use patchpilot_model::RunOutcome;
 use patchpilot_proto::v1;
 use patchpilot_sandbox::egress::audit::{EgressRecord, Fanout, MemoryRecorder, Recorder};
 use patchpilot_sandbox::egress::dial::{Dial, TcpDialer};
 use patchpilot_sandbox::egress::forwarder::ForwarderConfig;
 use patchpilot_sandbox::egress::policy::EgressPolicy;
 use patchpilot_sandbox::egress::resolve::{AliasResolver, HostAliases, SystemResolver};
-use patchpilot_sandbox::run::{EgressSetup, Limits, Outcome, RunObserver, RunRequest, Sandbox, Workspace};
+use patchpilot_sandbox::run::{EgressSetup, Limits, RunObserver, RunRequest, Sandbox, Workspace};
 
 use crate::config::CliConfig;
 
@@ -175,13 +176,13 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
     if !args.workspace.is_dir() {
         bail!("--workspace {}: not a folder", args.workspace.display());
     }
-    let proto_policy = v1::EgressPolicy {
+    let requested = patchpilot_model::EgressPolicy {
         presets: args.presets.clone(),
         allow_hosts: args.allow.clone(),
         allow_cidrs: args.allow_cidr.clone(),
-        allow_ports: args.ports.iter().map(|p| u32::from(*p)).collect(),
+        allow_ports: args.ports.clone(),
     };
-    let policy = EgressPolicy::from_proto(&proto_policy).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let policy = EgressPolicy::from_request(&requested).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut aliases: BTreeMap<String, Vec<Ipv4Addr>> = config.sandbox.host_aliases.clone();
     for alias in &args.host_alias {
         let (name, ip) = split_pair("--host-alias", alias)?;
@@ -279,10 +280,12 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
         eprintln!("sandbox: results kept in {}", dir.display());
     }
     Ok(match report.outcome {
-        Outcome::Completed => ExitCode::SUCCESS,
-        Outcome::AgentFailed if report.exit_code > 0 => ExitCode::from(report.exit_code.clamp(1, 255) as u8),
-        Outcome::AgentFailed => ExitCode::FAILURE,
-        Outcome::TimedOut => ExitCode::from(124),
-        Outcome::LimitExceeded | Outcome::InfraError => ExitCode::from(125),
+        RunOutcome::Completed => ExitCode::SUCCESS,
+        RunOutcome::AgentFailed if report.exit_code > 0 => {
+            ExitCode::from(report.exit_code.clamp(1, 255) as u8)
+        }
+        RunOutcome::AgentFailed => ExitCode::FAILURE,
+        RunOutcome::TimedOut => ExitCode::from(124),
+        RunOutcome::LimitExceeded | RunOutcome::InfraError => ExitCode::from(125),
     })
 }

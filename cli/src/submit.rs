@@ -11,11 +11,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use chrono::Utc;
-use patchpilot_fleet::bus::{subjects, trace};
-use patchpilot_model::Assessment;
+use patchpilot_fleet::bus::{Outgoing, topics, trace};
+use patchpilot_model::{Assessment, SubmittedAssessment};
 use patchpilot_planner::intake::{self, Format, ImageOverride, native};
-use prost::Message as _;
 use tracing::Instrument as _;
 
 use crate::config::CliConfig;
@@ -100,40 +98,32 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         let _entered = span.enter();
         trace::current_trace_id()
     };
-    let subject = subjects::assessment(&args.source);
     let outcome = async {
-        let now = Utc::now();
+        let cx = trace::current();
         let mut publish_failed = false;
         for (file, assessments) in &good {
-            let mut pending = Vec::with_capacity(assessments.len());
-            for a in assessments {
-                let message = a.to_proto(now);
-                let mut headers = async_nats::HeaderMap::new();
-                trace::inject_current(&mut headers);
-                let sent = bus
-                    .send_raw(
-                        subject.clone(),
-                        &message.assessment_id,
-                        headers,
-                        message.encode_to_vec().into(),
-                    )
-                    .await;
-                pending.push((a, sent));
-            }
+            let submitted: Vec<SubmittedAssessment> =
+                assessments.iter().map(|a| SubmittedAssessment::now(a.clone())).collect();
+            let messages = submitted
+                .iter()
+                .map(|m| Outgoing::new(&topics::ASSESSMENTS, Some(&args.source), &m.id, m, &cx))
+                .collect();
+            let acks = bus.publish_many(messages).await;
             let (mut stored, mut duplicates, mut findings) = (0, 0, 0);
-            for (a, sent) in pending {
-                let acked = match sent {
-                    Ok(ack) => ack.await.map_err(anyhow::Error::from),
-                    Err(e) => Err(anyhow::Error::from(e)),
-                };
+            for (m, acked) in submitted.iter().zip(acks) {
                 match acked {
                     Ok(ack) if ack.duplicate => duplicates += 1,
                     Ok(_) => {
                         stored += 1;
-                        findings += a.findings.len();
+                        findings += m.assessment.findings.len();
                     }
                     Err(e) => {
-                        eprintln!("{}: publishing {} failed: {e:#}", file.display(), a.image);
+                        eprintln!(
+                            "{}: publishing {} failed: {}",
+                            file.display(),
+                            m.assessment.image,
+                            patchpilot_model::error_chain(&e)
+                        );
                         publish_failed = true;
                     }
                 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use patchpilot_fleet::config::{self, BusConfig, DatabaseConfig, NatsConfig, TelemetryConfig, Validate, key};
+use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
 use serde::{Deserialize, Serialize};
 
 use crate::forge::github::GitHubConfig;
@@ -16,30 +16,13 @@ use crate::lifecycle::Limits;
 use crate::notify::NotifierConfig;
 use crate::vet::VetPolicy;
 
-/// Everything `patchpilot-controller` reads at start.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// NATS connection.
-    pub nats: NatsConfig,
-    /// Postgres: the lifecycle's state, leases, runs (and the local forge).
-    pub database: DatabaseConfig,
-    /// Logs, traces, metrics.
-    pub telemetry: TelemetryConfig,
-    /// Delivery limits and retention.
-    pub bus: BusConfig,
-    /// The controller itself.
-    pub controller: ControllerConfig,
-}
+/// Everything `patchpilot-controller` reads at start: the shared sections
+/// (Postgres holds the lifecycle's state, leases, runs and the local
+/// forge) and `[controller]`.
+pub type Config = ServiceConfig<ControllerConfig>;
 
-impl Validate for Config {
-    fn validate(&self, _: &str) -> Result<(), config::Error> {
-        self.nats.validate("nats")?;
-        self.database.validate("database")?;
-        self.telemetry.validate("telemetry")?;
-        self.bus.validate("bus")?;
-        self.controller.validate("controller")
-    }
+impl Section for ControllerConfig {
+    const NAME: &'static str = "controller";
 }
 
 /// Which forge the controller writes to.

@@ -25,11 +25,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use patchpilot_fleet::artifacts::ArtifactStore;
-use patchpilot_fleet::bus::subjects;
-use patchpilot_fleet::bus::trace;
-use patchpilot_model::{JobReason, RemediationJob};
+use patchpilot_fleet::bus::{topics, trace};
 use patchpilot_fleet::{Bus, error_chain};
-use patchpilot_proto::{Message as _, v1};
+use patchpilot_model::{
+    JobReason, RemediationJob, RunLimits, RunOutcome, RunPurpose, SandboxResult, Wire as _,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -37,14 +37,14 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use crate::ci_watch::{self, CiState};
 use crate::config::ControllerConfig;
 use crate::forge::{Access, Forge, Repo};
-use crate::lifecycle::{Action, Event, Machine, Notice, Purpose, RunEnd, State};
+use crate::lifecycle::{Action, Event, Machine, Notice, RunEnd, State};
 use crate::notify::{self, Notification, Notifier};
-use crate::publish::{self, RunSummary};
+use crate::publish::{self, RunAccount};
 use crate::publisher::{self, PublishRequest};
 use crate::runs::{self, RunRequestSpec};
-use crate::store::{self, Details, Lease, RunRecord, RunResult, Store, state_name};
+use crate::store::{self, Details, Lease, RunRecord, Store, state_name};
 use crate::vet::{self, VetContext};
-use crate::workspace::{self, ContextSpec, RunPurpose};
+use crate::workspace::{self, ContextSpec};
 
 /// Largest patch or result fetched from the object store.
 const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
@@ -315,7 +315,7 @@ impl Executor {
         job: &RemediationJob,
         repo: &Repo,
         details: &Details,
-        purpose: Purpose,
+        purpose: RunPurpose,
         run_id: &str,
     ) -> Result<Step, StepFailure> {
         let scratch = self.scratch(&machine.remediation_id)?;
@@ -326,18 +326,15 @@ impl Executor {
         let spec = ContextSpec {
             run_id: run_id.to_owned(),
             remediation_id: machine.remediation_id.clone(),
-            purpose: match purpose {
-                Purpose::Remediate => RunPurpose::Remediate,
-                Purpose::Repair => RunPurpose::Repair,
-            },
+            purpose,
             dockerfile: job.target.dockerfile.clone(),
             context: if job.target.context.is_empty() { ".".into() } else { job.target.context.clone() },
             image: job.images.first().map(|i| i.image_ref.clone()),
             findings: job.findings.clone(),
             operator_instructions: self.config.instructions.get(&repo.to_string()).cloned(),
             ci_evidence: match purpose {
-                Purpose::Repair => details.ci_evidence.clone(),
-                Purpose::Remediate => None,
+                RunPurpose::Repair => details.ci_evidence.clone(),
+                RunPurpose::Remediate => None,
             },
             insecure_registries: self.config.insecure_registries.clone(),
             db: self.config.agent_db.clone().or_else(|| {
@@ -371,24 +368,18 @@ impl Executor {
             ci_logs_object: None,
             agent_command: self.config.agent_command.clone(),
             egress,
-            limits: v1::RunLimits::default(),
+            limits: RunLimits::default(),
             docker: self.config.agent_docker,
         });
         // Recorded before it is published, so a result can never arrive
         // for a run the store does not know.
         self.store
-            .record_run_request(
-                run_id,
-                &machine.remediation_id,
-                machine.revision,
-                purpose_name(purpose),
-                &base_sha,
-            )
+            .record_run_request(run_id, &machine.remediation_id, machine.revision, purpose, &base_sha)
             .await?;
-        self.bus.publish(subjects::SANDBOX_RUN, run_id, &run).await?;
+        self.bus.publish(&topics::SANDBOX_RUNS, None, run_id, &run).await?;
         tracing::info!(
             run_id,
-            purpose = purpose_name(purpose),
+            %purpose,
             bytes = packed.len(),
             "sandbox run requested"
         );
@@ -428,27 +419,26 @@ impl Executor {
         job: &RemediationJob,
         repo: &Repo,
         details: &Details,
-        purpose: Purpose,
+        purpose: RunPurpose,
         record: &RunRecord,
     ) -> Result<vet::VetReport, StepFailure> {
         let base_sha = record.base_sha.as_str();
-        let patch_object = record.result.as_ref().map(|r| r.patch_object.as_str()).unwrap_or_default();
-        if patch_object.is_empty() {
+        let Some(patch_object) = record.result.as_ref().and_then(|r| r.patch_object.as_deref()) else {
             return Err(StepFailure(format!("run {} has no patch", record.run_id)));
-        }
+        };
         let patch = self.artifacts.get_bytes(patch_object, MAX_ARTIFACT_BYTES).await?;
         let context = match purpose {
-            Purpose::Remediate => {
+            RunPurpose::Remediate => {
                 VetContext { repo_name: Some(repo.name.clone()), ..VetContext::remediate() }
             }
-            Purpose::Repair => {
+            RunPurpose::Repair => {
                 let fix = self.store.latest_fix(&machine.remediation_id, machine.revision).await?;
-                let required = match fix.and_then(|f| f.result) {
-                    Some(r) if !r.patch_object.is_empty() => {
-                        let fix_patch = self.artifacts.get_bytes(&r.patch_object, MAX_ARTIFACT_BYTES).await?;
+                let required = match fix.and_then(|f| f.result).and_then(|r| r.patch_object) {
+                    Some(object) => {
+                        let fix_patch = self.artifacts.get_bytes(&object, MAX_ARTIFACT_BYTES).await?;
                         vet::required_edits_from_patch(&fix_patch)
                     }
-                    _ => Vec::new(),
+                    None => Vec::new(),
                 };
                 VetContext { repo_name: Some(repo.name.clone()), ..VetContext::repair(required) }
             }
@@ -480,36 +470,40 @@ impl Executor {
         run_id: &str,
     ) -> Result<Step, StepFailure> {
         let record = self.run_record(run_id).await?;
-        let purpose = if record.purpose == "repair" { Purpose::Repair } else { Purpose::Remediate };
+        let purpose = record.purpose;
         let scratch = self.scratch(&machine.remediation_id)?;
         let report =
             self.apply_run_patch(scratch.path(), machine, job, repo, details, purpose, &record).await?;
         if !report.accepted {
             return Err(StepFailure(format!("the patch of {run_id} no longer passes vetting:\n{report}")));
         }
-        let summary = match self.store.latest_fix(&machine.remediation_id, machine.revision).await? {
-            Some(fix) => match fix.result.map(|r| r.result_object).filter(|o| !o.is_empty()) {
-                Some(object) => {
-                    RunSummary::parse(&self.artifacts.get_bytes(&object, MAX_ARTIFACT_BYTES).await?)
-                }
-                None => RunSummary::default(),
-            },
-            None => RunSummary::default(),
+        let fix_report = self
+            .store
+            .latest_fix(&machine.remediation_id, machine.revision)
+            .await?
+            .and_then(|fix| fix.result)
+            .and_then(|r| r.result_object);
+        let account = match fix_report {
+            Some(object) => RunAccount::parse(&self.artifacts.get_bytes(&object, MAX_ARTIFACT_BYTES).await?),
+            None => RunAccount::Missing,
         };
+        if let RunAccount::Unreadable(why) = &account {
+            tracing::warn!(reason = %why, "the fix's report does not parse; the PR says so");
+        }
         let dockerfile = &job.target.dockerfile;
         let branch =
             details.branch.clone().unwrap_or_else(|| publish::branch_name(dockerfile, &job.findings));
         let title = publish::title(dockerfile, &job.findings);
         let body =
-            publish::body(&machine.remediation_id, machine.revision, dockerfile, &job.findings, &summary);
+            publish::body(&machine.remediation_id, machine.revision, dockerfile, &job.findings, &account);
         let message = match purpose {
-            Purpose::Remediate => publish::commit_message(dockerfile, &job.findings, &summary),
-            Purpose::Repair => format!(
+            RunPurpose::Remediate => publish::commit_message(dockerfile, &job.findings, &account),
+            RunPurpose::Repair => format!(
                 "Repair CI after: {title}\n\nForward fix from sandbox run {run_id}; the fix stays in place.\n\nFixes: {}\n",
                 publish::finding_ids(&job.findings).join(", ")
             ),
         };
-        let base = self.base_for(job, details, Purpose::Remediate);
+        let base = self.base_for(job, details, RunPurpose::Remediate);
         let published = publisher::publish_change(
             self.forge.as_ref(),
             &PublishRequest {
@@ -600,7 +594,7 @@ impl Executor {
         for (run_id, purpose, outcome) in runs {
             text.push_str(&format!(
                 "| `{run_id}` | {purpose} | {} |\n",
-                outcome.as_deref().unwrap_or("no result")
+                outcome.map(RunOutcome::as_str).unwrap_or("no result")
             ));
         }
         Ok(text)
@@ -620,10 +614,10 @@ impl Executor {
 
     /// The branch a run starts from: the target branch for a remediation,
     /// the PR's branch for a repair (a forward fix on top of the fix).
-    fn base_for(&self, job: &RemediationJob, details: &Details, purpose: Purpose) -> String {
+    fn base_for(&self, job: &RemediationJob, details: &Details, purpose: RunPurpose) -> String {
         let target = if job.target.branch.is_empty() { "main".to_owned() } else { job.target.branch.clone() };
         match (purpose, &details.branch) {
-            (Purpose::Repair, Some(branch)) => branch.clone(),
+            (RunPurpose::Repair, Some(branch)) => branch.clone(),
             _ => target,
         }
     }
@@ -646,36 +640,26 @@ pub fn ci_backoff(poll_secs: u64, pending_secs: f64) -> Duration {
 }
 
 fn decode_job(bytes: &[u8]) -> Result<RemediationJob, String> {
-    let pb = v1::RemediationJob::decode(bytes).map_err(|e| format!("the stored job does not decode: {e}"))?;
-    RemediationJob::from_proto(pb).map_err(|e| format!("the stored job is invalid: {e}"))
+    RemediationJob::decode(bytes).map_err(|e| format!("the stored job is unusable: {e}"))
 }
 
 /// How the controller reads a sandbox result.
-pub fn run_end(result: &RunResult) -> RunEnd {
-    match result.outcome.as_str() {
-        "completed" if !result.patch_object.is_empty() => RunEnd::Patch,
-        "completed" => RunEnd::NoChange {
+pub fn run_end(result: &SandboxResult) -> RunEnd {
+    match result.outcome {
+        RunOutcome::Completed if result.patch_object.is_some() => RunEnd::Patch,
+        RunOutcome::Completed => RunEnd::NoChange {
             reason: if result.reason.is_empty() {
                 "the agent changed nothing".into()
             } else {
                 result.reason.clone()
             },
         },
-        "agent_failed" | "timed_out" | "limit_exceeded" => {
+        RunOutcome::AgentFailed | RunOutcome::TimedOut | RunOutcome::LimitExceeded => {
             RunEnd::AgentFailed { reason: format!("{}: {}", result.outcome, result.reason) }
         }
-        _ => RunEnd::Infrastructure { reason: format!("{}: {}", result.outcome, result.reason) },
-    }
-}
-
-/// The stored name of a result's outcome.
-pub fn outcome_name(outcome: v1::RunOutcome) -> &'static str {
-    match outcome {
-        v1::RunOutcome::Completed => "completed",
-        v1::RunOutcome::AgentFailed => "agent_failed",
-        v1::RunOutcome::TimedOut => "timed_out",
-        v1::RunOutcome::LimitExceeded => "limit_exceeded",
-        v1::RunOutcome::InfraError | v1::RunOutcome::Unspecified => "infra_error",
+        RunOutcome::InfraError => {
+            RunEnd::Infrastructure { reason: format!("{}: {}", result.outcome, result.reason) }
+        }
     }
 }
 
@@ -713,13 +697,6 @@ fn notification(
 
 fn first_line(text: &str) -> String {
     text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").chars().take(300).collect()
-}
-
-fn purpose_name(purpose: Purpose) -> &'static str {
-    match purpose {
-        Purpose::Remediate => "remediate",
-        Purpose::Repair => "repair",
-    }
 }
 
 fn event_name(event: &Event) -> String {
@@ -762,26 +739,18 @@ fn action_name(action: &Action) -> &'static str {
 mod tests {
     use super::*;
 
-    fn result(outcome: &str, patch: &str) -> RunResult {
-        RunResult {
-            run_id: "r".into(),
-            outcome: outcome.into(),
-            reason: "why".into(),
-            exit_code: 0,
-            patch_object: patch.into(),
-            result_object: String::new(),
-            transcript_object: String::new(),
-            egress_denied: 0,
-        }
+    fn result(outcome: RunOutcome, patch: Option<&str>) -> SandboxResult {
+        let mut r = SandboxResult::without_artifacts("r", "rem", outcome, "why");
+        r.patch_object = patch.map(str::to_owned);
+        r
     }
 
     #[test]
     fn results_map_to_run_ends() {
-        assert_eq!(run_end(&result("completed", "runs/r/patch")), RunEnd::Patch);
-        assert!(matches!(run_end(&result("completed", "")), RunEnd::NoChange { .. }));
-        assert!(matches!(run_end(&result("timed_out", "")), RunEnd::AgentFailed { .. }));
-        assert!(matches!(run_end(&result("infra_error", "")), RunEnd::Infrastructure { .. }));
-        assert!(matches!(run_end(&result("something new", "")), RunEnd::Infrastructure { .. }));
+        assert_eq!(run_end(&result(RunOutcome::Completed, Some("runs/r/patch"))), RunEnd::Patch);
+        assert!(matches!(run_end(&result(RunOutcome::Completed, None)), RunEnd::NoChange { .. }));
+        assert!(matches!(run_end(&result(RunOutcome::TimedOut, None)), RunEnd::AgentFailed { .. }));
+        assert!(matches!(run_end(&result(RunOutcome::InfraError, None)), RunEnd::Infrastructure { .. }));
     }
 
     #[test]
@@ -790,11 +759,5 @@ mod tests {
         assert_eq!(ci_backoff(2, 40.0), Duration::from_secs(10));
         assert_eq!(ci_backoff(2, 3600.0), Duration::from_secs(60));
         assert_eq!(ci_backoff(120, 10.0), Duration::from_secs(120));
-    }
-
-    #[test]
-    fn outcomes_have_stable_names() {
-        assert_eq!(outcome_name(v1::RunOutcome::Completed), "completed");
-        assert_eq!(outcome_name(v1::RunOutcome::Unspecified), "infra_error");
     }
 }

@@ -19,6 +19,7 @@
 //! leads to a repair (forward fix) or to a person, never to dropping the
 //! change.
 
+use patchpilot_model::RunPurpose;
 use serde::{Deserialize, Serialize};
 
 /// Limits the machine enforces.
@@ -48,19 +49,19 @@ pub enum State {
     /// Cloning and packing the workspace for a run.
     Preparing {
         /// Remediate or repair.
-        purpose: Purpose,
+        purpose: RunPurpose,
     },
     /// A sandbox run is working.
     Running {
         /// Remediate or repair.
-        purpose: Purpose,
+        purpose: RunPurpose,
         /// The run's id.
         run_id: String,
     },
     /// The run's patch is being vetted.
     Vetting {
         /// Remediate or repair.
-        purpose: Purpose,
+        purpose: RunPurpose,
         /// The run whose patch it is.
         run_id: String,
     },
@@ -88,16 +89,6 @@ pub enum State {
     },
     /// The findings are gone or a newer revision replaced this work.
     Superseded,
-}
-
-/// What a sandbox run is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Purpose {
-    /// Fix the findings.
-    Remediate,
-    /// Forward-fix CI.
-    Repair,
 }
 
 /// Counters that survive state changes.
@@ -197,14 +188,14 @@ pub enum Action {
     /// Clone, write `.patchpilot/`, pack, publish a SandboxRun with this id.
     RequestRun {
         /// Remediate or repair.
-        purpose: Purpose,
+        purpose: RunPurpose,
         /// Deterministic run id.
         run_id: String,
     },
     /// Fetch the run's patch and vet it.
     Vet {
         /// Remediate or repair (a repair's patch must keep the fix).
-        purpose: Purpose,
+        purpose: RunPurpose,
         /// The run.
         run_id: String,
     },
@@ -355,7 +346,7 @@ impl Machine {
         )
     }
 
-    fn next_run(&mut self, purpose: Purpose) -> Vec<Action> {
+    fn next_run(&mut self, purpose: RunPurpose) -> Vec<Action> {
         self.counters.runs += 1;
         let run_id = run_id(&self.remediation_id, self.revision, self.counters.runs);
         self.state = State::Preparing { purpose };
@@ -400,14 +391,14 @@ impl Machine {
                 self.state = Superseded;
                 actions
             }
-            (Queued, Event::Job) => self.next_run(Purpose::Remediate),
+            (Queued, Event::Job) => self.next_run(RunPurpose::Remediate),
             // A newer revision restarts the work from the current state of
             // the PR: a fresh remediation run on the new finding set.
             (state, Event::Job) if !matches!(state, Queued) => {
                 self.counters.repairs = 0;
                 self.counters.infra_retries = 0;
                 self.counters.run_retries = 0;
-                self.next_run(Purpose::Remediate)
+                self.next_run(RunPurpose::Remediate)
             }
             (Preparing { purpose }, Event::RunRequested { run_id }) => {
                 self.state = Running { purpose, run_id };
@@ -475,7 +466,7 @@ impl Machine {
                     ));
                 }
                 self.counters.repairs += 1;
-                self.next_run(Purpose::Repair)
+                self.next_run(RunPurpose::Repair)
             }
             _ => Vec::new(),
         }
@@ -556,7 +547,7 @@ mod tests {
         let lint = vec![FailedCheck { id: "9".into(), name: "lint".into(), infrastructure: None }];
         for (i, sha) in ["a2", "a3"].iter().enumerate() {
             let a = m.on(Event::ChecksFailed(lint.clone()), &l);
-            assert!(matches!(&a[..], [Action::RequestRun { purpose: Purpose::Repair, .. }]), "{a:?}");
+            assert!(matches!(&a[..], [Action::RequestRun { purpose: RunPurpose::Repair, .. }]), "{a:?}");
             assert_eq!(m.counters.repairs, i as u32 + 1);
             to_ci(&mut m, &l, sha);
         }
@@ -625,7 +616,7 @@ mod tests {
         let mut m = Machine::new("rem-1", 1);
         assert_eq!(
             m.apply(Event::Job, &l),
-            Some(Action::RequestRun { purpose: Purpose::Remediate, run_id: "rem-1-r1-1".into() })
+            Some(Action::RequestRun { purpose: RunPurpose::Remediate, run_id: "rem-1-r1-1".into() })
         );
         // A crash here: the stored machine alone says to request the same run.
         let stored: Machine = serde_json::from_str(&serde_json::to_string(&m).unwrap_or_default())

@@ -8,81 +8,45 @@
 
 use std::collections::BTreeMap;
 
-use patchpilot_model::{Finding, Severity};
-use serde::Deserialize;
+use patchpilot_model::report::{StepRecord, VerificationRow};
+use patchpilot_model::{Finding, RunReport, Severity, VerificationStatus};
 use sha2::{Digest, Sha256};
 
 /// The marker that makes the PR body recognisable as ours (and carries the
 /// remediation it belongs to).
 pub const BODY_MARKER: &str = "<!-- patchpilot:remediation=";
 
-/// The parts of the agent's `result.json` a PR shows.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct RunSummary {
-    /// One line.
-    pub summary: String,
-    /// The changes.
-    pub steps: Vec<StepSummary>,
-    /// Build and rescan.
-    pub verification: Option<VerificationSummary>,
-    /// What was not fixed, and why.
-    pub refusals: Vec<serde_json::Value>,
+/// What the fix's run said about itself: its report (`result.json`,
+/// [`RunReport`]), or why there is none. Untrusted: every text is clipped
+/// and escaped where it is shown.
+#[derive(Debug, Clone)]
+pub enum RunAccount {
+    /// The report, as parsed.
+    Report(Box<RunReport>),
+    /// The run stored no report.
+    Missing,
+    /// The report does not parse; the field and the reason.
+    Unreadable(String),
 }
 
-/// One change the agent made.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct StepSummary {
-    /// What it does.
-    pub summary: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// The verification table.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct VerificationSummary {
-    /// The image built.
-    pub image: String,
-    /// Build time in milliseconds.
-    pub build_time: u64,
-    /// One row per finding.
-    pub rows: Vec<VerificationRow>,
-}
-
-/// One finding after the rebuild.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct VerificationRow {
-    /// Which finding.
-    pub finding: FindingRefJson,
-    /// `fixed`, `present` or `introduced`.
-    pub status: String,
-    /// Package version in the rebuilt image.
-    pub version_after: Option<String>,
-}
-
-/// A finding named in the verification table.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct FindingRefJson {
-    /// Vulnerability id.
-    pub id: String,
-    /// Package name.
-    pub package: String,
-}
-
-impl RunSummary {
-    /// Parses `result.json`; anything unreadable gives an empty summary
-    /// (the PR then says the run left no account).
-    pub fn parse(bytes: &[u8]) -> RunSummary {
-        serde_json::from_slice(bytes).unwrap_or_default()
+impl RunAccount {
+    /// Reads the stored bytes of a report.
+    pub fn parse(bytes: &[u8]) -> RunAccount {
+        match RunReport::parse(bytes) {
+            Ok(report) => RunAccount::Report(Box::new(report)),
+            Err(e) => RunAccount::Unreadable(e.to_string()),
+        }
     }
 
-    fn count(&self, status: &str) -> usize {
-        self.verification.as_ref().map(|v| v.rows.iter().filter(|r| r.status == status).count()).unwrap_or(0)
+    fn report(&self) -> Option<&RunReport> {
+        match self {
+            RunAccount::Report(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn steps(&self) -> &[StepRecord] {
+        self.report().map(|r| r.steps.as_slice()).unwrap_or_default()
     }
 }
 
@@ -160,13 +124,13 @@ pub fn title(dockerfile: &str, findings: &[Finding]) -> String {
 }
 
 /// The commit message: a subject, the changes, and every CVE.
-pub fn commit_message(dockerfile: &str, findings: &[Finding], summary: &RunSummary) -> String {
+pub fn commit_message(dockerfile: &str, findings: &[Finding], account: &RunAccount) -> String {
     let mut msg = title(dockerfile, findings);
     msg.push_str("\n\n");
-    for step in summary.steps.iter().take(20) {
+    for step in account.steps().iter().take(20) {
         msg.push_str(&format!("- {}\n", untrusted_text(&step.summary, 200)));
     }
-    if !summary.steps.is_empty() {
+    if !account.steps().is_empty() {
         msg.push('\n');
     }
     msg.push_str(&format!("Fixes: {}\n", finding_ids(findings).join(", ")));
@@ -183,11 +147,12 @@ pub fn body(
     revision: u32,
     dockerfile: &str,
     findings: &[Finding],
-    summary: &RunSummary,
+    account: &RunAccount,
 ) -> String {
-    let after: BTreeMap<(String, String), &VerificationRow> = summary
-        .verification
-        .iter()
+    let report = account.report();
+    let after: BTreeMap<(String, String), &VerificationRow> = report
+        .and_then(|r| r.verification.as_ref())
+        .into_iter()
         .flat_map(|v| v.rows.iter())
         .map(|r| ((r.finding.id.clone(), r.finding.package.clone()), r))
         .collect();
@@ -216,35 +181,44 @@ pub fn body(
         ));
     }
     b.push_str("\n### Verification\n\n");
-    match &summary.verification {
-        Some(v) => {
-            let fixed = summary.count("fixed");
-            let present = summary.count("present");
-            let introduced = summary.count("introduced");
+    match (account, report.and_then(|r| r.verification.as_ref())) {
+        (_, Some(v)) => {
+            let fixed = v.count(VerificationStatus::Fixed);
+            let present = v.count(VerificationStatus::Present);
+            let introduced = v.count(VerificationStatus::Introduced);
             b.push_str(&format!(
                 "The image was rebuilt (`{}`, {:.1} s) and rescanned: **{fixed} fixed**, {present} still present, {introduced} introduced (before: {} assessed).\n",
                 untrusted_text(&v.image, 120),
-                v.build_time as f64 / 1000.0,
+                v.build_time.as_secs_f64(),
                 fixed + present
             ));
         }
-        None => b.push_str("The run did not report a build and rescan.\n"),
+        (RunAccount::Missing, None) => b.push_str("The run left no report (`result.json`).\n"),
+        (RunAccount::Unreadable(why), None) => b.push_str(&format!(
+            "The run's report (`result.json`) could not be read: {}.\n",
+            untrusted_text(why, 300)
+        )),
+        (RunAccount::Report(_), None) => b.push_str("The run did not report a build and rescan.\n"),
     }
     b.push_str("\n### What changed and why\n\n");
-    if summary.steps.is_empty() {
-        b.push_str(&format!("{}\n", untrusted_text(&summary.summary, 500)));
+    if let Some(r) = report
+        && r.steps.is_empty()
+    {
+        b.push_str(&format!("{}\n", untrusted_text(&r.summary, 500)));
     }
-    for step in summary.steps.iter().take(20) {
+    for step in account.steps().iter().take(20) {
         b.push_str(&format!(
             "- **{}**: {}\n",
             untrusted_text(&step.summary, 200),
             untrusted_text(&step.reason, 600)
         ));
     }
-    if !summary.refusals.is_empty() {
+    if let Some(r) = report
+        && !r.refusals.is_empty()
+    {
         b.push_str(&format!(
             "\n{} finding(s) could not be fixed; see the run's result for why.\n",
-            summary.refusals.len()
+            r.refusals.len()
         ));
     }
     b.push_str(&format!("\n{BODY_MARKER}{remediation_id} revision={revision} -->\n"));
@@ -257,25 +231,7 @@ mod tests {
     use patchpilot_model::Package;
 
     fn finding(id: &str, package: &str, version: &str, fixed: &str, severity: Severity) -> Finding {
-        Finding {
-            id: id.into(),
-            aliases: vec![],
-            package: Package {
-                name: package.into(),
-                version: version.into(),
-                kind: "apk".into(),
-                ecosystem: "Alpine:v3.19".into(),
-                source_name: String::new(),
-                source_version: String::new(),
-                path: String::new(),
-                layer: String::new(),
-                purl: String::new(),
-            },
-            fixed_versions: vec![fixed.into()],
-            severity,
-            cvss: vec![],
-            title: String::new(),
-        }
+        Finding::new(id, Package::new(package, version, "Alpine:v3.19"), severity).fixed_in([fixed])
     }
 
     #[test]
@@ -303,8 +259,8 @@ mod tests {
                 {"finding": {"id": "CVE-2024-0727", "package": "libcrypto3"}, "status": "fixed", "version_after": "3.1.4-r6"}
             ]}
         });
-        let summary = RunSummary::parse(result.to_string().as_bytes());
-        let body = body("rem-1", 2, "Dockerfile", &findings, &summary);
+        let account = RunAccount::parse(result.to_string().as_bytes());
+        let body = body("rem-1", 2, "Dockerfile", &findings, &account);
         assert!(body.contains("| CVE-2024-2511 | libssl3 | 3.1.4-r5 → 3.1.4-r6 | high |"), "{body}");
         assert!(body.contains("**2 fixed**, 0 still present, 0 introduced"), "{body}");
         assert!(body.contains("bump golang 1.22.1-alpine3.19 → 1.22.2-alpine3.19"));
@@ -318,12 +274,22 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_report_is_said_so_with_the_field() {
+        let findings = [finding("CVE-2024-2511", "libssl3", "1", "2", Severity::High)];
+        let account = RunAccount::parse(br#"{"verification":{"rows":[{"finding":{},"status":"gone"}]}}"#);
+        let body = body("rem-1", 1, "Dockerfile", &findings, &account);
+        assert!(body.contains("could not be read: verification.rows\\[0\\].status"), "{body}");
+        let body = super::body("rem-1", 1, "Dockerfile", &findings, &RunAccount::Missing);
+        assert!(body.contains("left no report"), "{body}");
+    }
+
+    #[test]
     fn commit_messages_list_every_cve() {
         let findings = [
             finding("CVE-2024-2511", "libssl3", "1", "2", Severity::High),
             finding("CVE-2024-0727", "libcrypto3", "1", "2", Severity::Medium),
         ];
-        let msg = commit_message("Dockerfile", &findings, &RunSummary::default());
+        let msg = commit_message("Dockerfile", &findings, &RunAccount::Missing);
         assert!(msg.starts_with("Fix CVE-2024-0727 and 1 more in Dockerfile\n"));
         assert!(msg.ends_with("Fixes: CVE-2024-0727, CVE-2024-2511\n"));
     }

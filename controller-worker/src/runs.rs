@@ -10,10 +10,7 @@
 
 use std::collections::BTreeSet;
 
-use patchpilot_model::Finding;
-use patchpilot_proto::v1;
-
-use crate::lifecycle::Purpose;
+use patchpilot_model::{EgressPolicy, Finding, RunLimits, RunPurpose, SandboxRun};
 
 /// The egress presets a finding's ecosystem needs (OSV ecosystem names).
 pub fn presets_for_ecosystem(ecosystem: &str) -> &'static [&'static str] {
@@ -32,12 +29,12 @@ pub fn presets_for_ecosystem(ecosystem: &str) -> &'static [&'static str] {
 
 /// The egress policy of a run: presets for every ecosystem among the
 /// findings, plus the registries the build pulls its bases from.
-pub fn egress_policy(findings: &[Finding], registry_hosts: &[String]) -> v1::EgressPolicy {
+pub fn egress_policy(findings: &[Finding], registry_hosts: &[String]) -> EgressPolicy {
     let presets: BTreeSet<&str> =
         findings.iter().flat_map(|f| presets_for_ecosystem(&f.package.ecosystem).iter().copied()).collect();
     let hosts: BTreeSet<String> =
         registry_hosts.iter().map(|h| h.trim().to_ascii_lowercase()).filter(|h| !h.is_empty()).collect();
-    v1::EgressPolicy {
+    EgressPolicy {
         presets: presets.into_iter().map(String::from).collect(),
         allow_hosts: hosts.into_iter().collect(),
         allow_cidrs: Vec::new(),
@@ -78,7 +75,7 @@ pub struct RunRequestSpec {
     /// The remediation.
     pub remediation_id: String,
     /// Remediate or repair.
-    pub purpose: Purpose,
+    pub purpose: RunPurpose,
     /// Which repair attempt (0 for a remediation).
     pub attempt: u32,
     /// Object-store key of the packed workspace.
@@ -88,34 +85,31 @@ pub struct RunRequestSpec {
     /// The agent command.
     pub agent_command: Vec<String>,
     /// Egress.
-    pub egress: v1::EgressPolicy,
-    /// Limits; zeros mean the worker's defaults.
-    pub limits: v1::RunLimits,
+    pub egress: EgressPolicy,
+    /// Limits; unset ones take the worker's defaults.
+    pub limits: RunLimits,
     /// Whether the VM starts its Docker daemon (the built-in agent builds
     /// and rescans with it).
     pub docker: bool,
 }
 
-/// The `SandboxRun` message.
-pub fn sandbox_run(spec: &RunRequestSpec) -> v1::SandboxRun {
-    v1::SandboxRun {
+/// The run request.
+pub fn sandbox_run(spec: &RunRequestSpec) -> SandboxRun {
+    SandboxRun {
         run_id: spec.run_id.clone(),
         remediation_id: spec.remediation_id.clone(),
-        kind: match spec.purpose {
-            Purpose::Remediate => v1::RunKind::Remediate as i32,
-            Purpose::Repair => v1::RunKind::Repair as i32,
-        },
+        purpose: spec.purpose,
         workspace_object: spec.workspace_object.clone(),
         agent_command: spec.agent_command.clone(),
         // Capabilities and endpoints would go here; the controller has none
         // to give yet, and never gives a credential.
         env: Default::default(),
-        egress: Some(spec.egress.clone()),
-        limits: Some(spec.limits),
+        egress: spec.egress.clone(),
+        limits: spec.limits,
         docker: spec.docker,
         attempt: spec.attempt,
-        ci_logs_object: spec.ci_logs_object.clone().unwrap_or_default(),
-        requested_at: None,
+        ci_logs_object: spec.ci_logs_object.clone(),
+        requested_at: Some(chrono::Utc::now()),
     }
 }
 
@@ -125,25 +119,7 @@ mod tests {
     use patchpilot_model::{Package, Severity};
 
     fn finding(ecosystem: &str) -> Finding {
-        Finding {
-            id: "CVE-1".into(),
-            aliases: vec![],
-            package: Package {
-                name: "p".into(),
-                version: "1".into(),
-                kind: String::new(),
-                ecosystem: ecosystem.into(),
-                source_name: String::new(),
-                source_version: String::new(),
-                path: String::new(),
-                layer: String::new(),
-                purl: String::new(),
-            },
-            fixed_versions: vec![],
-            severity: Severity::High,
-            cvss: vec![],
-            title: String::new(),
-        }
+        Finding::new("CVE-1", Package::new("p", "1", ecosystem), Severity::High)
     }
 
     #[test]
@@ -166,17 +142,17 @@ mod tests {
         let run = sandbox_run(&RunRequestSpec {
             run_id: "rem-1-r1-2".into(),
             remediation_id: "rem-1".into(),
-            purpose: Purpose::Repair,
+            purpose: RunPurpose::Repair,
             attempt: 1,
             workspace_object: "workspaces/rem-1-r1-2.tar.gz".into(),
             ci_logs_object: Some("ci/rem-1-r1-2.md".into()),
             agent_command: vec!["patchpilot-agent".into()],
-            egress: v1::EgressPolicy::default(),
-            limits: v1::RunLimits::default(),
+            egress: EgressPolicy::default(),
+            limits: RunLimits::default(),
             docker: true,
         });
-        assert_eq!(run.kind, v1::RunKind::Repair as i32);
+        assert_eq!(run.purpose, RunPurpose::Repair);
         assert!(run.env.is_empty());
-        assert_eq!(run.ci_logs_object, "ci/rem-1-r1-2.md");
+        assert_eq!(run.ci_logs_object.as_deref(), Some("ci/rem-1-r1-2.md"));
     }
 }

@@ -13,53 +13,51 @@
 
 use std::sync::Arc;
 
-use patchpilot_fleet::artifacts::{self, ArtifactStore};
+use patchpilot_fleet::artifacts;
 use patchpilot_fleet::bus::{
-    self, BatchHandler, ConsumeOptions, ConsumerMetrics, ConsumerSpec, Delivery, HandlerError, StreamName,
-    trace,
+    self, BatchHandler, ConsumeOptions, ConsumerSpec, Delivery, HandlerError, topics, trace,
 };
-use patchpilot_model::RemediationJob;
-use patchpilot_fleet::{Bus, error_chain, store as fleet_store, telemetry};
-use patchpilot_proto::{Message as _, v1};
-use prometheus_client::registry::Registry;
-use tokio_util::sync::CancellationToken;
+use patchpilot_fleet::error_chain;
+use patchpilot_fleet::service::{FleetContext, ServiceSpec};
+use patchpilot_model::{RemediationJob, SandboxResult};
 use tracing::Instrument as _;
 
 use crate::config::{Config, ForgeKind};
-use crate::executor::{Executor, outcome_name};
+use crate::executor::Executor;
 use crate::forge::Forge;
 use crate::forge::github::GitHub;
 use crate::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use crate::notify::Notifier;
-use crate::store::{JobOutcome, RunResult, Store};
+use crate::store::{JobOutcome, Store};
+
+/// The controller as the service skeleton runs it.
+pub const SERVICE: ServiceSpec = ServiceSpec {
+    name: "patchpilot-controller",
+    about: "PatchPilot controller: the only writer to forges; turns remediation jobs into vetted, green pull requests.",
+    uses_database: true,
+};
 
 /// Why the service stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Postgres could not be reached or migrated.
-    #[error(transparent)]
-    Database(#[from] fleet_store::Error),
     /// The bus failed.
-    #[error(transparent)]
+    #[error("the bus failed")]
     Bus(#[from] bus::Error),
     /// The object store failed.
-    #[error(transparent)]
+    #[error("the artifact store")]
     Artifacts(#[from] artifacts::Error),
     /// The forge could not be set up.
-    #[error(transparent)]
+    #[error("the forge")]
     Forge(#[from] crate::forge::Error),
     /// A notifier could not be set up.
-    #[error(transparent)]
+    #[error("a notifier")]
     Notify(#[from] crate::notify::NotifyError),
     /// The executor's store failed.
-    #[error(transparent)]
+    #[error("the executor")]
     Executor(#[from] crate::executor::Error),
-    /// The metrics endpoint failed.
-    #[error(transparent)]
-    Telemetry(#[from] telemetry::Error),
     /// The webhook receiver could not listen.
-    #[error("controller.webhook.listen: {0}")]
-    Webhook(std::io::Error),
+    #[error("controller.webhook.listen")]
+    Webhook(#[source] std::io::Error),
 }
 
 /// Stores RemediationJobs for the repositories this controller works on.
@@ -77,15 +75,11 @@ impl JobIntake {
     }
 
     async fn handle_one(&self, delivery: &Delivery) -> Result<(), HandlerError> {
-        let pb = v1::RemediationJob::decode(delivery.payload.as_ref()).map_err(|e| {
-            HandlerError::Permanent(format!("payload is not a patchpilot.v1.RemediationJob: {e}"))
-        })?;
         // Validated here so a bad job is a dead letter with its reason, not
         // a remediation that fails later.
-        let job = RemediationJob::from_proto(pb.clone())
-            .map_err(|e| HandlerError::Permanent(format!("invalid RemediationJob {:?}: {e}", pb.job_id)))?;
+        let job: RemediationJob = delivery.decode()?;
         crate::forge::Repo::from_url(&job.target.repo_url).map_err(|e| {
-            HandlerError::Permanent(format!("invalid RemediationJob {:?}: target.repo_url: {e}", pb.job_id))
+            HandlerError::Permanent(format!("invalid RemediationJob {:?}: target.repo_url: {e}", job.job_id))
         })?;
         let id = job.remediation_id.to_string();
         if !self.config.works_on(&job.target.repo_url) {
@@ -126,30 +120,14 @@ impl ResultIntake {
     }
 
     async fn handle_one(&self, delivery: &Delivery) -> Result<(), HandlerError> {
-        let pb = v1::SandboxResult::decode(delivery.payload.as_ref()).map_err(|e| {
-            HandlerError::Permanent(format!("payload is not a patchpilot.v1.SandboxResult: {e}"))
-        })?;
-        if pb.run_id.is_empty() {
-            return Err(HandlerError::Permanent("invalid SandboxResult: run_id: must not be empty".into()));
-        }
-        let outcome = v1::RunOutcome::try_from(pb.outcome).unwrap_or(v1::RunOutcome::Unspecified);
-        let result = RunResult {
-            run_id: pb.run_id.clone(),
-            outcome: outcome_name(outcome).to_owned(),
-            reason: pb.reason.clone(),
-            exit_code: pb.exit_code,
-            patch_object: pb.patch_object.clone(),
-            result_object: pb.result_object.clone(),
-            transcript_object: pb.transcript_object.clone(),
-            egress_denied: pb.egress_denied,
-        };
+        let result: SandboxResult = delivery.decode()?;
         let known = self.store.record_run_result(&result).await.map_err(|e| HandlerError::retryable(&e))?;
         if !known {
             // Another deployment's run, or one whose row was lost: nothing
             // to wake, and keeping it would block the work queue.
-            tracing::warn!(run_id = %pb.run_id, "result for a run this controller did not request; dropped");
+            tracing::warn!(run_id = %result.run_id, "result for a run this controller did not request; dropped");
         } else {
-            tracing::info!(run_id = %pb.run_id, outcome = outcome_name(outcome), "sandbox result recorded");
+            tracing::info!(run_id = %result.run_id, outcome = %result.outcome, "sandbox result recorded");
         }
         Ok(())
     }
@@ -183,15 +161,15 @@ pub fn owner_name() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// Runs the controller until `shutdown` fires, then drains.
-pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
-    telemetry::install_crypto_provider();
-    let pool = fleet_store::connect(&config.database).await?;
-    let bus = Bus::connect(&config.nats, config.bus.clone(), "patchpilot-controller").await?;
-    bus.ensure_topology().await?;
-    let artifacts = ArtifactStore::open(&bus).await?;
+/// Runs the controller until shutdown: the two intakes, the executor, and
+/// optionally the webhook receiver and the local CI runner.
+pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
+    let pool = fleet.pool().clone();
+    let bus = fleet.bus().clone();
+    let shutdown = fleet.shutdown().clone();
+    let artifacts = fleet.artifacts().await?;
     let store = Store::new(pool.clone());
-    let c = &config.controller;
+    let c = &config.service;
 
     let mut local_ci = None;
     let forge: Arc<dyn Forge> = match c.forge {
@@ -210,13 +188,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         ForgeKind::Github => Arc::new(GitHub::new(&c.github)?),
     };
     let notifiers: Vec<Notifier> = c.notifiers.iter().map(|n| n.build()).collect::<Result<_, _>>()?;
-
-    let mut registry = Registry::default();
-    let consumer_metrics = ConsumerMetrics::register(&mut registry);
-    let metrics_server = match config.telemetry.metrics_addr {
-        Some(addr) => Some(telemetry::serve_metrics(addr, Arc::new(registry), shutdown.clone()).await?),
-        None => None,
-    };
 
     let webhook = match &c.webhook {
         Some(hook) => {
@@ -237,10 +208,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         Executor::new(store.clone(), forge.clone(), bus.clone(), artifacts, notifiers, c.clone(), owner);
     let jobs = JobIntake::new(store.clone(), c.clone());
     let results = ResultIntake::new(store.clone());
-    let job_spec =
-        ConsumerSpec { stream: StreamName::Remediations, durable: c.consumer.clone(), filter_subject: None };
+    let job_spec = ConsumerSpec {
+        stream: topics::REMEDIATIONS.stream(),
+        durable: c.consumer.clone(),
+        filter_subject: None,
+    };
     let result_spec = ConsumerSpec {
-        stream: StreamName::SandboxResults,
+        stream: topics::SANDBOX_RESULTS.stream(),
         durable: c.consumer.clone(),
         filter_subject: None,
     };
@@ -251,55 +225,27 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     };
     // Whatever part stops first stops the service: a controller that
     // cannot hear results must not keep leasing remediations.
-    let stop_all = |r| {
-        shutdown.cancel();
-        r
-    };
     let (a, b, e, ()) = tokio::join!(
         async {
-            stop_all(
-                bus::run_consumer(
-                    &bus,
-                    &job_spec,
-                    ConsumeOptions::default(),
-                    &jobs,
-                    &consumer_metrics,
-                    shutdown.clone(),
-                )
-                .await,
-            )
+            let r = fleet.consume(&job_spec, ConsumeOptions::default(), &jobs).await;
+            shutdown.cancel();
+            r
         },
         async {
-            stop_all(
-                bus::run_consumer(
-                    &bus,
-                    &result_spec,
-                    ConsumeOptions::default(),
-                    &results,
-                    &consumer_metrics,
-                    shutdown.clone(),
-                )
-                .await,
-            )
+            let r = fleet.consume(&result_spec, ConsumeOptions::default(), &results).await;
+            shutdown.cancel();
+            r
         },
         async {
             let r = executor.run(shutdown.clone()).await;
-            // Whatever stops the executor stops the service.
             shutdown.cancel();
             r
         },
         ci,
     );
-    shutdown.cancel();
     if let Some(hook) = webhook {
         let _ = hook.await;
     }
-    if let Some(server) = metrics_server {
-        let _ = server.await;
-    }
-    bus.drain().await;
-    pool.close().await;
-    tracing::info!("controller stopped");
     for r in [a, b] {
         if let Err(e) = r {
             tracing::error!(error = %error_chain(&e), "consumer failed");

@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
+use patchpilot_model::{RunOutcome, RunPurpose, SandboxResult};
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row as _};
 
 use crate::lifecycle::{Machine, State};
 
@@ -84,84 +86,61 @@ pub struct Details {
     pub in_state_secs: f64,
 }
 
-/// A sandbox result as the intake stores it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunResult {
-    /// The run.
-    pub run_id: String,
-    /// `completed`, `agent_failed`, `timed_out`, `limit_exceeded`, `infra_error`.
-    pub outcome: String,
-    /// Why, when not completed.
-    pub reason: String,
-    /// The agent's exit code.
-    pub exit_code: i32,
-    /// Object keys (empty when absent).
-    pub patch_object: String,
-    /// `result.json`.
-    pub result_object: String,
-    /// The transcript.
-    pub transcript_object: String,
-    /// Egress denials during the run.
-    pub egress_denied: u32,
-}
-
-type RunRow = (
-    String,
-    String,
-    String,
-    f64,
-    Option<String>,
-    Option<String>,
-    Option<i32>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<i32>,
-);
-
 /// A requested run and, once it arrived, its result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
     /// The run.
     pub run_id: String,
-    /// `remediate` or `repair`.
-    pub purpose: String,
+    /// Remediate or repair.
+    pub purpose: RunPurpose,
     /// The commit the run's workspace was cloned at.
     pub base_sha: String,
     /// Seconds since it was requested.
     pub age_secs: f64,
     /// The result, once it arrived.
-    pub result: Option<RunResult>,
+    pub result: Option<SandboxResult>,
 }
 
-impl RunRecord {
-    fn from_row(row: RunRow) -> RunRecord {
-        let (
+impl<'r> sqlx::FromRow<'r, PgRow> for RunRecord {
+    fn from_row(row: &'r PgRow) -> Result<Self, sqlx::Error> {
+        let run_id: String = row.try_get("run_id")?;
+        let outcome: Option<RunOutcome> = row.try_get("outcome")?;
+        // A stored empty key is an absent one (rows written before keys
+        // were nullable).
+        let key = |column: &str| -> Result<Option<String>, sqlx::Error> {
+            Ok(row.try_get::<Option<String>, _>(column)?.filter(|k| !k.is_empty()))
+        };
+        let result = match outcome {
+            Some(outcome) => Some(SandboxResult {
+                run_id: run_id.clone(),
+                remediation_id: row.try_get("remediation_id")?,
+                outcome,
+                reason: row.try_get::<Option<String>, _>("reason")?.unwrap_or_default(),
+                exit_code: row.try_get("exit_code")?,
+                patch_object: key("patch_object")?,
+                transcript_object: key("transcript_object")?,
+                result_object: key("result_object")?,
+                egress_denied: row.try_get::<Option<i32>, _>("egress_denied")?.unwrap_or_default().max(0)
+                    as u32,
+                started_at: None,
+                finished_at: row.try_get("finished_at")?,
+            }),
+            None => None,
+        };
+        Ok(RunRecord {
             run_id,
-            purpose,
-            base_sha,
-            age_secs,
-            outcome,
-            reason,
-            exit_code,
-            patch,
+            purpose: row.try_get("purpose")?,
+            base_sha: row.try_get("base_sha")?,
+            age_secs: row.try_get("age_secs")?,
             result,
-            transcript,
-            denied,
-        ) = row;
-        let result = outcome.map(|outcome| RunResult {
-            run_id: run_id.clone(),
-            outcome,
-            reason: reason.unwrap_or_default(),
-            exit_code: exit_code.unwrap_or_default(),
-            patch_object: patch.unwrap_or_default(),
-            result_object: result.unwrap_or_default(),
-            transcript_object: transcript.unwrap_or_default(),
-            egress_denied: denied.unwrap_or_default().max(0) as u32,
-        });
-        RunRecord { run_id, purpose, base_sha, age_secs, result }
+        })
     }
 }
+
+/// The columns a [`RunRecord`] is read from.
+const RUN_COLUMNS: &str = "run_id, remediation_id, purpose, base_sha, \
+    EXTRACT(EPOCH FROM (now() - requested_at))::float8 AS age_secs, outcome, reason, exit_code, \
+    patch_object, result_object, transcript_object, egress_denied, finished_at";
 
 /// The controllers' shared store.
 #[derive(Debug, Clone)]
@@ -434,7 +413,7 @@ impl Store {
         run_id: &str,
         remediation_id: &str,
         revision: u32,
-        purpose: &str,
+        purpose: RunPurpose,
         base_sha: &str,
     ) -> Result<(), Error> {
         sqlx::query(
@@ -454,7 +433,7 @@ impl Store {
     /// Records a run's result (the first one wins: a redelivered result
     /// changes nothing) and wakes its remediation. Returns false for a run
     /// this controller never requested.
-    pub async fn record_run_result(&self, result: &RunResult) -> Result<bool, Error> {
+    pub async fn record_run_result(&self, result: &SandboxResult) -> Result<bool, Error> {
         let mut tx = self.pool.begin().await?;
         let updated = sqlx::query(
             "UPDATE controller_runs SET outcome = $2, reason = $3, exit_code = $4, patch_object = $5, \
@@ -462,13 +441,13 @@ impl Store {
              WHERE run_id = $1 AND outcome IS NULL",
         )
         .bind(&result.run_id)
-        .bind(&result.outcome)
+        .bind(result.outcome)
         .bind(&result.reason)
         .bind(result.exit_code)
         .bind(&result.patch_object)
         .bind(&result.result_object)
         .bind(&result.transcript_object)
-        .bind(result.egress_denied as i32)
+        .bind(i32::try_from(result.egress_denied).unwrap_or(i32::MAX))
         .execute(&mut *tx)
         .await?
         .rows_affected();
@@ -494,7 +473,7 @@ impl Store {
     pub async fn runs_of(
         &self,
         remediation_id: &str,
-    ) -> Result<Vec<(String, String, Option<String>)>, Error> {
+    ) -> Result<Vec<(String, RunPurpose, Option<RunOutcome>)>, Error> {
         Ok(sqlx::query_as(
             "SELECT run_id, purpose, outcome FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
         )
@@ -505,33 +484,29 @@ impl Store {
 
     /// A requested run: when, and its result once it arrived.
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, Error> {
-        let row: Option<RunRow> = sqlx::query_as(
-            "SELECT run_id, purpose, base_sha, EXTRACT(EPOCH FROM (now() - requested_at))::float8, outcome, reason, exit_code, \
-                    patch_object, result_object, transcript_object, egress_denied \
-             FROM controller_runs WHERE run_id = $1",
-        )
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM controller_runs WHERE run_id = $1"
+        )))
         .bind(run_id)
         .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(RunRecord::from_row))
+        .await?)
     }
 
     /// The latest remediation run of `revision` that came back with a patch
     /// (the fix a PR carries, whose account its body gives).
     pub async fn latest_fix(&self, remediation_id: &str, revision: u32) -> Result<Option<RunRecord>, Error> {
-        let row: Option<RunRow> = sqlx::query_as(
-            "SELECT run_id, purpose, base_sha, EXTRACT(EPOCH FROM (now() - requested_at))::float8, outcome, reason, exit_code, \
-                    patch_object, result_object, transcript_object, egress_denied \
-             FROM controller_runs \
-             WHERE remediation_id = $1 AND revision = $2 AND purpose = 'remediate' AND outcome = 'completed' \
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM controller_runs \
+             WHERE remediation_id = $1 AND revision = $2 AND purpose = $3 AND outcome = $4 \
                AND patch_object <> '' \
-             ORDER BY requested_at DESC LIMIT 1",
-        )
+             ORDER BY requested_at DESC LIMIT 1"
+        )))
         .bind(remediation_id)
         .bind(revision as i32)
+        .bind(RunPurpose::Remediate)
+        .bind(RunOutcome::Completed)
         .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(RunRecord::from_row))
+        .await?)
     }
 
     /// Gives the lease back (the next controller may start at once).

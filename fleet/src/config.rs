@@ -57,6 +57,104 @@ pub trait Validate {
     fn validate(&self, prefix: &str) -> Result<(), Error>;
 }
 
+/// One service's own section of the configuration, e.g. `[planner]`.
+pub trait Section: Serialize + DeserializeOwned + Default + Validate {
+    /// The section's key.
+    const NAME: &'static str;
+}
+
+/// The sections every service and the CLI share.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FleetSections {
+    /// NATS connection.
+    pub nats: NatsConfig,
+    /// Postgres connection.
+    pub database: DatabaseConfig,
+    /// Logs, traces, metrics.
+    pub telemetry: TelemetryConfig,
+    /// Delivery limits and retention.
+    pub bus: BusConfig,
+}
+
+impl FleetSections {
+    /// The shared sections' keys.
+    pub const NAMES: [&'static str; 4] = ["nats", "database", "telemetry", "bus"];
+}
+
+impl Validate for FleetSections {
+    fn validate(&self, _: &str) -> Result<(), Error> {
+        self.nats.validate("nats")?;
+        self.database.validate("database")?;
+        self.telemetry.validate("telemetry")?;
+        self.bus.validate("bus")
+    }
+}
+
+/// Everything a fleet service reads: the shared sections and its own
+/// section `S`, under the key [`Section::NAME`]. Any other top-level key is
+/// an error naming it.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceConfig<S> {
+    /// `nats`, `database`, `telemetry`, `bus`.
+    pub fleet: FleetSections,
+    /// The service's own section.
+    pub service: S,
+}
+
+impl<S: Section> Validate for ServiceConfig<S> {
+    fn validate(&self, _: &str) -> Result<(), Error> {
+        self.fleet.validate("")?;
+        self.service.validate(S::NAME)
+    }
+}
+
+impl<S: Section> Serialize for ServiceConfig<S> {
+    fn serialize<Ser: serde::Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = s.serialize_map(Some(5))?;
+        map.serialize_entry("nats", &self.fleet.nats)?;
+        map.serialize_entry("database", &self.fleet.database)?;
+        map.serialize_entry("telemetry", &self.fleet.telemetry)?;
+        map.serialize_entry("bus", &self.fleet.bus)?;
+        map.serialize_entry(S::NAME, &self.service)?;
+        map.end()
+    }
+}
+
+impl<'de, S: Section> Deserialize<'de> for ServiceConfig<S> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor<S>(std::marker::PhantomData<S>);
+        impl<'de, S: Section> serde::de::Visitor<'de> for Visitor<S> {
+            type Value = ServiceConfig<S>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "a table with the sections nats, database, telemetry, bus and {}", S::NAME)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut config = ServiceConfig::<S>::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "nats" => config.fleet.nats = map.next_value()?,
+                        "database" => config.fleet.database = map.next_value()?,
+                        "telemetry" => config.fleet.telemetry = map.next_value()?,
+                        "bus" => config.fleet.bus = map.next_value()?,
+                        name if name == S::NAME => config.service = map.next_value()?,
+                        other => {
+                            return Err(serde::de::Error::custom(format!(
+                                "unknown section `{other}`, expected one of: {}, {}",
+                                FleetSections::NAMES.join(", "),
+                                S::NAME
+                            )));
+                        }
+                    }
+                }
+                Ok(config)
+            }
+        }
+        d.deserialize_map(Visitor(std::marker::PhantomData))
+    }
+}
+
 /// Loads `T` from defaults, the optional TOML `file`, and the environment,
 /// then validates it.
 ///
@@ -65,15 +163,16 @@ pub trait Validate {
 /// ```no_run
 /// // Not run: the result depends on the PATCHPILOT_… variables of the
 /// // machine running the doctest.
-/// use patchpilot_fleet::config::{self, NatsConfig, Validate};
+/// use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate};
 /// #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 /// #[serde(default, deny_unknown_fields)]
-/// struct MyService { nats: NatsConfig }
-/// impl Validate for MyService {
-///     fn validate(&self, _: &str) -> Result<(), config::Error> { self.nats.validate("nats") }
+/// struct Mine { workers: u32 }
+/// impl Validate for Mine {
+///     fn validate(&self, _: &str) -> Result<(), config::Error> { Ok(()) }
 /// }
-/// let cfg: MyService = config::load(None).unwrap();
-/// assert!(cfg.nats.url.starts_with("nats://"));
+/// impl Section for Mine { const NAME: &'static str = "mine"; }
+/// let cfg: ServiceConfig<Mine> = config::load(None).unwrap();
+/// assert!(cfg.fleet.nats.url.starts_with("nats://"));
 /// ```
 pub fn load<T>(file: Option<&Path>) -> Result<T, Error>
 where
@@ -98,10 +197,10 @@ where
     // other `PATCHPILOT_…` variables (PATCHPILOT_CONFIG, tool settings) are
     // not config keys and are left alone.
     //
-    // One environment serves the whole fleet on a machine (`scripts/services
-    // env`), so a section that belongs to another PatchPilot service is not
-    // this one's business and is skipped; any other unknown section is
-    // still an error, so a typo like `PATCHPILOT_NAT__URL` is caught.
+    // One environment may serve the whole fleet on a machine (`scripts/services
+    // env`), so a section this process does not read belongs to another
+    // service and is skipped; a name one edit away from a section it does
+    // read is a typo (`PATCHPILOT_NAT__URL`), kept so that it fails.
     let own: Vec<String> = match serde_json::to_value(T::default()) {
         Ok(serde_json::Value::Object(fields)) => fields.keys().cloned().collect(),
         _ => Vec::new(),
@@ -111,7 +210,7 @@ where
             let key = k.as_str();
             let Some((section, _)) = key.split_once("__") else { return false };
             let section = section.to_ascii_lowercase();
-            own.contains(&section) || !FLEET_SECTIONS.contains(&section.as_str())
+            own.iter().any(|o| *o == section || is_typo_of(&section, o))
         })
         .split("__");
     figment = figment.merge(env);
@@ -120,12 +219,32 @@ where
     Ok(config)
 }
 
+/// Whether `name` is one edit (a letter missing, added or changed) away
+/// from `section`: a misspelling of it. Two real sections are never that
+/// close (`planner` and `scanner` are two edits apart), so a machine-wide
+/// environment never trips over another service's section.
+fn is_typo_of(name: &str, section: &str) -> bool {
+    name != section && edit_distance(name, section) == 1
+}
+
+/// Levenshtein distance over bytes (section names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// Rewrites figment's errors as `key `a.b`: what is wrong (from where)`,
 /// naming environment variables the way the operator wrote them.
-/// Top-level sections of every PatchPilot service's configuration.
-pub const FLEET_SECTIONS: &[&str] =
-    &["nats", "database", "telemetry", "bus", "planner", "scanner", "sandbox", "controller", "agent"];
-
 fn describe(errors: figment::Error, env_prefix: &str) -> String {
     let mut parts = Vec::new();
     for e in errors {
@@ -514,6 +633,68 @@ mod tests {
         let text = dump(&cfg).expect("dump");
         assert!(text.contains("postgres://pp:***@db:5432/pp"), "{text}");
         assert!(!text.contains("hunter2"));
+    }
+
+    #[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
+    #[serde(default, deny_unknown_fields)]
+    struct Mine {
+        workers: u32,
+    }
+
+    impl Validate for Mine {
+        fn validate(&self, prefix: &str) -> Result<(), Error> {
+            if self.workers > 8 {
+                return Err(Error::invalid(key(prefix, "workers"), "must be at most 8"));
+            }
+            Ok(())
+        }
+    }
+
+    impl Section for Mine {
+        const NAME: &'static str = "mine";
+    }
+
+    #[test]
+    fn a_service_config_reads_the_shared_sections_and_its_own() {
+        let f = file("[nats]\nurl = \"nats://n:1\"\n[mine]\nworkers = 3\n");
+        let cfg: ServiceConfig<Mine> =
+            load_with_env(Some(f.path()), env(&[("BUS__MAX_DELIVER", "9")])).expect("loads");
+        assert_eq!(cfg.fleet.nats.url, "nats://n:1");
+        assert_eq!(cfg.fleet.bus.max_deliver, 9);
+        assert_eq!(cfg.service, Mine { workers: 3 });
+        let text = dump(&cfg).expect("dump");
+        assert!(text.contains("[mine]") && text.contains("workers = 3"), "{text}");
+    }
+
+    #[test]
+    fn a_service_config_names_unknown_sections_and_bad_keys() {
+        let f = file("[planner]\nbatch_size = 1\n");
+        let err =
+            load_with_env::<ServiceConfig<Mine>>(Some(f.path()), env(&[])).expect_err("unknown section");
+        assert!(err.to_string().contains("unknown section `planner`"), "{err}");
+        let err =
+            load_with_env::<ServiceConfig<Mine>>(None, env(&[("MINE__WORKERS", "9")])).expect_err("range");
+        assert!(err.to_string().contains("mine.workers"), "{err}");
+        let err =
+            load_with_env::<ServiceConfig<Mine>>(None, env(&[("MINE__WORKRES", "1")])).expect_err("typo");
+        assert!(err.to_string().contains("MINE__WORKRES"), "{err}");
+        // Another service's section in a machine-wide environment is skipped,
+        // a misspelt shared one is not.
+        let cfg: ServiceConfig<Mine> =
+            load_with_env(None, env(&[("CONTROLLER__FORGE", "local")])).expect("skipped");
+        assert_eq!(cfg.service.workers, 0);
+        assert!(load_with_env::<ServiceConfig<Mine>>(None, env(&[("DATABSE__URL", "x")])).is_err());
+    }
+
+    #[test]
+    fn typos_are_near_misses_only() {
+        assert!(is_typo_of("nat", "nats"));
+        assert!(is_typo_of("databse", "database"));
+        assert!(is_typo_of("contoller", "controller"));
+        assert!(is_typo_of("sandboxx", "sandbox"));
+        assert!(!is_typo_of("bus", "nats"));
+        assert!(!is_typo_of("sandbox", "scanner"));
+        assert!(!is_typo_of("planner", "scanner"), "two edits apart, but both are real sections");
     }
 
     #[test]

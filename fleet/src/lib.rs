@@ -18,28 +18,19 @@
 //! - [`telemetry`]: `tracing` + OpenTelemetry setup and the Prometheus
 //!   endpoint.
 //! - [`shutdown`]: a cancellation token fired by SIGTERM/SIGINT.
-//! - [`service_main`]: the `main` every service binary shares.
+//! - [`service`]: the skeleton every service binary runs in, and the
+//!   [`service::FleetContext`] it hands the service.
 
 pub mod artifacts;
 pub mod bus;
 pub mod config;
-pub mod service_main;
+pub mod service;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;
 
 pub use bus::Bus;
 
-/// An error and its whole `source()` chain on one line, `outer: cause: root`,
-/// for logs and dead-letter reasons (the error policy: causes live in
-/// `#[source]`, and the whole chain is logged).
-pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
+/// Printing an error with its causes; shared with the agent, which links
+/// no fleet mechanics.
+pub use patchpilot_model::error_chain;

@@ -7,12 +7,10 @@
 //! variables. Logs go to stderr as pretty text or JSON lines.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer as _;
@@ -20,6 +18,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::config::{LogFormat, TelemetryConfig};
+use crate::service::MetricsRegistry;
 
 /// Why telemetry could not start.
 #[derive(Debug, thiserror::Error)]
@@ -112,7 +111,7 @@ pub fn init(service: &'static str, config: &TelemetryConfig) -> Result<Telemetry
 /// `shutdown` fires. Binds before returning, so a bad address fails at start.
 pub async fn serve_metrics(
     addr: SocketAddr,
-    registry: Arc<Registry>,
+    registry: MetricsRegistry,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, Error> {
     use axum::http::{StatusCode, header};
@@ -125,9 +124,8 @@ pub async fn serve_metrics(
         get(move || {
             let registry = registry.clone();
             async move {
-                let mut body = String::new();
-                match prometheus_client::encoding::text::encode(&mut body, &registry) {
-                    Ok(()) => (
+                match registry.encode() {
+                    Ok(body) => (
                         StatusCode::OK,
                         [(
                             header::CONTENT_TYPE,

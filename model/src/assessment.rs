@@ -582,6 +582,40 @@ impl AssessmentDocument {
     }
 }
 
+/// An assessment as it travels on `ASSESSMENTS`: with its id (the content
+/// id unless the submitter set one) and when it was submitted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubmittedAssessment {
+    /// The message id: the same report always yields the same id.
+    pub id: String,
+    /// The assessment.
+    pub assessment: Assessment,
+    /// When it was submitted.
+    pub submitted_at: Option<DateTime<Utc>>,
+}
+
+impl SubmittedAssessment {
+    /// `assessment`, submitted now under its content id.
+    pub fn now(assessment: Assessment) -> SubmittedAssessment {
+        SubmittedAssessment { id: assessment.content_id(), assessment, submitted_at: Some(Utc::now()) }
+    }
+}
+
+impl crate::wire::Wire for SubmittedAssessment {
+    type Proto = pb::Assessment;
+    const PROTO_NAME: &'static str = "patchpilot.v1.Assessment";
+    fn to_wire(&self) -> pb::Assessment {
+        let mut m = self.assessment.to_proto(self.submitted_at.unwrap_or_else(Utc::now));
+        m.assessment_id = self.id.clone();
+        m.submitted_at = self.submitted_at.map(timestamp);
+        m
+    }
+    fn from_wire(m: pb::Assessment) -> Result<SubmittedAssessment, ValidationError> {
+        let (assessment, id, submitted_at) = Assessment::from_proto(m)?;
+        Ok(SubmittedAssessment { id, assessment, submitted_at })
+    }
+}
+
 impl From<&Finding> for pb::Finding {
     fn from(f: &Finding) -> pb::Finding {
         finding_to_proto(f)

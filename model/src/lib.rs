@@ -13,35 +13,47 @@
 //! # Layout
 //!
 //! - [`assessment`]: findings, packages, images and assessments.
+//! - [`scan`]: scan requests.
 //! - [`remediation`]: the planner's remediation jobs.
 //! - [`sandbox`]: sandbox run requests, their egress and limits, results.
 //! - [`retrospective`]: every run's account of itself.
 //! - [`task`]: what the agent is asked to do (`.patchpilot/task.json`).
 //! - [`report`]: what the agent says it did (`.patchpilot/result.json`).
 //! - [`context`]: the file names of the `.patchpilot/` folder.
+//! - [`event`]: fleet events.
+//! - [`wire`]: the [`Wire`] trait every bus message implements.
 //! - [`names`]: enums with one stable name per variant ([`named_enum!`]).
 
 pub mod assessment;
 pub mod context;
 mod error;
+pub mod event;
 pub mod names;
 pub mod remediation;
 pub mod report;
 pub mod retrospective;
 pub mod sandbox;
+pub mod scan;
 pub mod task;
 pub mod time;
+pub mod wire;
 
 pub use assessment::{
     ASSESSMENT_SCHEMA, Assessment, AssessmentDocument, Cvss, Finding, FindingKey, ImageDigest,
-    OperatingSystem, Package, Platform, Severity,
+    OperatingSystem, Package, Platform, Severity, SubmittedAssessment,
 };
-pub use error::ValidationError;
+pub use error::{ValidationError, error_chain};
+pub use event::Event;
 pub use remediation::{ImageSummary, JobReason, RemediationId, RemediationJob, RepositoryTarget};
-pub use report::{AgentOutcome, FindingRef, Refusal, RefusalCategory, RunReport, VerificationStatus};
+pub use report::{
+    AgentOutcome, BaseRecord, CommandRun, EditRecord, FindingRef, PlanStats, Refusal, RefusalCategory,
+    RunReport, StepRecord, Verification, VerificationRow, VerificationStatus,
+};
 pub use retrospective::{RetroCategory, Retrospective, RetrospectiveReport};
 pub use sandbox::{EgressPolicy, RunLimits, RunOutcome, RunPurpose, SandboxResult, SandboxRun};
-pub use task::{Task, TaskPolicy, TaskRegistry};
+pub use scan::ScanRequest;
+pub use task::{Binary, Release, ReleaseIndex, Task, TaskPolicy, TaskRegistry};
+pub use wire::Wire;
 
 #[doc(hidden)]
 pub mod __private {

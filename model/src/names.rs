@@ -116,14 +116,23 @@ macro_rules! __named_enum_sqlx {
             fn encode_by_ref(
                 &self,
                 buf: &mut $crate::__private::sqlx::postgres::PgArgumentBuffer,
-            ) -> Result<$crate::__private::sqlx::encode::IsNull, $crate::__private::sqlx::error::BoxDynError> {
-                <&str as $crate::__private::sqlx::Encode<'q, $crate::__private::sqlx::Postgres>>::encode(self.as_str(), buf)
+            ) -> Result<$crate::__private::sqlx::encode::IsNull, $crate::__private::sqlx::error::BoxDynError>
+            {
+                <&str as $crate::__private::sqlx::Encode<'q, $crate::__private::sqlx::Postgres>>::encode(
+                    self.as_str(),
+                    buf,
+                )
             }
         }
 
         impl<'r> $crate::__private::sqlx::Decode<'r, $crate::__private::sqlx::Postgres> for $name {
-            fn decode(value: $crate::__private::sqlx::postgres::PgValueRef<'r>) -> Result<Self, $crate::__private::sqlx::error::BoxDynError> {
-                let text = <&str as $crate::__private::sqlx::Decode<'r, $crate::__private::sqlx::Postgres>>::decode(value)?;
+            fn decode(
+                value: $crate::__private::sqlx::postgres::PgValueRef<'r>,
+            ) -> Result<Self, $crate::__private::sqlx::error::BoxDynError> {
+                let text = <&str as $crate::__private::sqlx::Decode<
+                    'r,
+                    $crate::__private::sqlx::Postgres,
+                >>::decode(value)?;
                 Ok(text.parse::<$name>()?)
             }
         }

@@ -243,6 +243,17 @@ impl RemediationJob {
     }
 }
 
+impl crate::wire::Wire for RemediationJob {
+    type Proto = pb::RemediationJob;
+    const PROTO_NAME: &'static str = "patchpilot.v1.RemediationJob";
+    fn to_wire(&self) -> pb::RemediationJob {
+        self.to_proto()
+    }
+    fn from_wire(m: pb::RemediationJob) -> Result<RemediationJob, ValidationError> {
+        RemediationJob::from_proto(m)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

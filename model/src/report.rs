@@ -125,7 +125,11 @@ pub struct Refusal {
 
 impl Refusal {
     /// A refusal of `finding`.
-    pub fn new(finding: impl Into<FindingRef>, reason: impl Into<String>, category: RefusalCategory) -> Refusal {
+    pub fn new(
+        finding: impl Into<FindingRef>,
+        reason: impl Into<String>,
+        category: RefusalCategory,
+    ) -> Refusal {
         Refusal { finding: finding.into(), reason: reason.into(), category }
     }
 }
@@ -314,8 +318,8 @@ mod tests {
 
     #[test]
     fn a_partial_report_takes_defaults() {
-        let report =
-            RunReport::parse(br#"{"summary":"forward fix","steps":[{"summary":"s","reason":"r"}]}"#).expect("parses");
+        let report = RunReport::parse(br#"{"summary":"forward fix","steps":[{"summary":"s","reason":"r"}]}"#)
+            .expect("parses");
         assert_eq!(report.summary, "forward fix");
         assert_eq!(report.steps[0].reason, "r");
         assert_eq!(report.outcome, AgentOutcome::Unverified);

@@ -200,6 +200,20 @@ impl From<v1::Retrospective> for Retrospective {
     }
 }
 
+impl crate::wire::Wire for Retrospective {
+    type Proto = v1::Retrospective;
+    const PROTO_NAME: &'static str = "patchpilot.v1.Retrospective";
+    fn to_wire(&self) -> v1::Retrospective {
+        v1::Retrospective::from(self)
+    }
+    fn from_wire(m: v1::Retrospective) -> Result<Retrospective, crate::ValidationError> {
+        if m.run_id.is_empty() {
+            return Err(crate::ValidationError::new("run_id", "must not be empty"));
+        }
+        Ok(Retrospective::from(m))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

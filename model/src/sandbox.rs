@@ -82,10 +82,18 @@ impl TryFrom<v1::EgressPolicy> for EgressPolicy {
             .enumerate()
             .map(|(i, &port)| match u16::try_from(port) {
                 Ok(port) if port != 0 => Ok(port),
-                _ => Err(ValidationError::new(format!("allow_ports[{i}]"), format!("{port} is not a TCP port"))),
+                _ => Err(ValidationError::new(
+                    format!("allow_ports[{i}]"),
+                    format!("{port} is not a TCP port"),
+                )),
             })
             .collect::<Result<_, _>>()?;
-        Ok(EgressPolicy { presets: p.presets, allow_hosts: p.allow_hosts, allow_cidrs: p.allow_cidrs, allow_ports })
+        Ok(EgressPolicy {
+            presets: p.presets,
+            allow_hosts: p.allow_hosts,
+            allow_cidrs: p.allow_cidrs,
+            allow_ports,
+        })
     }
 }
 
@@ -405,6 +413,9 @@ impl TryFrom<v1::SandboxResult> for SandboxResult {
         })
     }
 }
+
+crate::wire::wire_by_conversions!(SandboxRun, v1::SandboxRun, "patchpilot.v1.SandboxRun");
+crate::wire::wire_by_conversions!(SandboxResult, v1::SandboxResult, "patchpilot.v1.SandboxResult");
 
 #[cfg(test)]
 mod tests {

@@ -188,7 +188,10 @@ impl Task {
     pub fn validate(&self) -> Result<(), ValidationError> {
         for (field, value) in [("dockerfile", &self.dockerfile), ("context", &self.context)] {
             let p = Path::new(value);
-            if value.is_empty() || p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) {
+            if value.is_empty()
+                || p.is_absolute()
+                || p.components().any(|c| matches!(c, Component::ParentDir))
+            {
                 return Err(ValidationError::new(field, "must be a relative path inside the workspace"));
             }
         }

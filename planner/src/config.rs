@@ -2,37 +2,19 @@
 
 use std::path::PathBuf;
 
-use patchpilot_fleet::config::{self, BusConfig, DatabaseConfig, NatsConfig, TelemetryConfig, Validate, key};
+use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
 use patchpilot_model::Severity;
 use patchpilot_scanner::registry::{Credential, RegistryConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::mapping::{ImagePattern, MappingRule};
+use crate::mapping::{ImagePattern, LabelDefaults, MappingRule};
 
-/// Everything `patchpilot-planner` reads at start.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// NATS connection.
-    pub nats: NatsConfig,
-    /// Postgres connection.
-    pub database: DatabaseConfig,
-    /// Logs, traces, metrics.
-    pub telemetry: TelemetryConfig,
-    /// Delivery limits and retention.
-    pub bus: BusConfig,
-    /// Planner behaviour.
-    pub planner: PlannerSection,
-}
+/// Everything `patchpilot-planner` reads at start: the shared sections and
+/// `[planner]`.
+pub type Config = ServiceConfig<PlannerSection>;
 
-impl Validate for Config {
-    fn validate(&self, _: &str) -> Result<(), config::Error> {
-        self.nats.validate("nats")?;
-        self.database.validate("database")?;
-        self.telemetry.validate("telemetry")?;
-        self.bus.validate("bus")?;
-        self.planner.validate("planner")
-    }
+impl Section for PlannerSection {
+    const NAME: &'static str = "planner";
 }
 
 /// `[planner]`.
@@ -98,24 +80,6 @@ impl Validate for PlannerSection {
         }
         self.registry.validate(&key(prefix, "registry"))?;
         self.policy.validate(&key(prefix, "policy"))
-    }
-}
-
-/// `[planner.label_defaults]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LabelDefaults {
-    /// Dockerfile path when the image has no `dev.patchpilot.dockerfile` label.
-    pub dockerfile: String,
-    /// Build context when the image has no `dev.patchpilot.context` label.
-    pub context: String,
-    /// Branch when the image has no `dev.patchpilot.branch` label.
-    pub branch: String,
-}
-
-impl Default for LabelDefaults {
-    fn default() -> Self {
-        Self { dockerfile: "Dockerfile".into(), context: ".".into(), branch: "main".into() }
     }
 }
 

@@ -20,7 +20,24 @@ use patchpilot_fleet::config::{self, key};
 use patchpilot_model::RepositoryTarget;
 use serde::{Deserialize, Serialize};
 
-use crate::config::LabelDefaults;
+/// `[planner.label_defaults]`: what an image mapped by its labels gets
+/// where it has no label of its own.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LabelDefaults {
+    /// Dockerfile path when the image has no `dev.patchpilot.dockerfile` label.
+    pub dockerfile: String,
+    /// Build context when the image has no `dev.patchpilot.context` label.
+    pub context: String,
+    /// Branch when the image has no `dev.patchpilot.branch` label.
+    pub branch: String,
+}
+
+impl Default for LabelDefaults {
+    fn default() -> Self {
+        Self { dockerfile: "Dockerfile".into(), context: ".".into(), branch: "main".into() }
+    }
+}
 
 /// OCI label naming the source repository.
 pub const LABEL_SOURCE: &str = "org.opencontainers.image.source";

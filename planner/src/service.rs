@@ -8,19 +8,16 @@ use std::time::Duration;
 use chrono::Utc;
 use futures::StreamExt as _;
 use patchpilot_fleet::bus::{
-    self, BatchHandler, ConsumeOptions, ConsumerMetrics, ConsumerSpec, Delivery, HandlerError, StreamName,
-    subjects, trace,
+    self, BatchHandler, ConsumeOptions, ConsumerSpec, Delivery, HandlerError, Outgoing, topics, trace,
 };
-use patchpilot_model::Assessment;
-use patchpilot_fleet::{Bus, error_chain, store as fleet_store, telemetry};
-use patchpilot_proto::{Message as _, v1 as pb};
+use patchpilot_fleet::service::{FleetContext, ServiceSpec};
+use patchpilot_fleet::{Bus, error_chain};
+use patchpilot_model::SubmittedAssessment;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
-use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use crate::config::Config;
@@ -29,14 +26,18 @@ use crate::policy::{self, Policy};
 use crate::registry::{self, LabelReader};
 use crate::store::{self, Incoming, PendingJob};
 
+/// The planner as the service skeleton runs it.
+pub const SERVICE: ServiceSpec = ServiceSpec {
+    name: "patchpilot-planner",
+    about: "PatchPilot planner: assessments in, remediation jobs out.",
+    uses_database: true,
+};
+
 /// Why the planner could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Postgres could not be opened or migrated.
-    #[error(transparent)]
-    Store(#[from] fleet_store::Error),
-    /// NATS could not be reached or the topology not created.
-    #[error(transparent)]
+    /// The bus failed.
+    #[error("the bus failed")]
     Bus(#[from] bus::Error),
     /// The policy (VEX documents, patterns) is invalid.
     #[error("invalid policy")]
@@ -47,9 +48,6 @@ pub enum Error {
     /// Mapping rules are invalid.
     #[error("invalid mapping rule: {0}")]
     Mapping(String),
-    /// The metrics endpoint could not start.
-    #[error(transparent)]
-    Telemetry(#[from] telemetry::Error),
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -136,11 +134,7 @@ impl Planner {
 
     /// Decodes and validates one delivery.
     fn decode(&self, delivery: &Delivery) -> Result<Incoming, HandlerError> {
-        let message = pb::Assessment::decode(delivery.payload.as_ref()).map_err(|e| {
-            HandlerError::Permanent(format!("payload is not a patchpilot.v1.Assessment: {e}"))
-        })?;
-        let (assessment, assessment_id, submitted_at) = Assessment::from_proto(message)
-            .map_err(|e| HandlerError::Permanent(format!("invalid assessment: {e}")))?;
+        let SubmittedAssessment { id: assessment_id, assessment, submitted_at } = delivery.decode()?;
         let cx = delivery.trace_context();
         Ok(Incoming {
             assessment_id,
@@ -252,38 +246,30 @@ impl Planner {
     /// acks, and marks the acknowledged ones published. Returns how many
     /// were acknowledged; the rest stay in the outbox for the sweeper.
     pub async fn publish_jobs(&self, jobs: &[PendingJob]) -> usize {
-        let mut pending = Vec::with_capacity(jobs.len());
-        for p in jobs {
-            let span = tracing::info_span!(
-                "planner.publish_job",
-                otel.kind = "producer",
-                job_id = %p.job.job_id,
-                remediation_id = %p.job.remediation_id,
-                revision = p.job.revision,
-                repo = %p.job.target.repo_url,
-            );
-            if let Some(tp) = &p.traceparent {
-                let _ = span.set_parent(trace::from_traceparent(tp));
-            }
-            let mut headers = async_nats::HeaderMap::new();
-            trace::inject(&span.context(), &mut headers);
-            let payload = bytes::Bytes::from(p.job.to_proto().encode_to_vec());
-            let sent = self
-                .bus
-                .send_raw(subjects::REMEDIATION_JOB.to_owned(), &p.job.job_id, headers, payload)
-                .instrument(span)
-                .await;
-            pending.push((p.job.job_id.clone(), sent));
-        }
-        let mut acked = Vec::with_capacity(pending.len());
-        for (job_id, sent) in pending {
-            let result = match sent {
-                Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
-                Err(e) => Err(error_chain(&e)),
-            };
+        let outgoing = jobs
+            .iter()
+            .map(|p| {
+                let span = tracing::info_span!(
+                    "planner.publish_job",
+                    otel.kind = "producer",
+                    job_id = %p.job.job_id,
+                    remediation_id = %p.job.remediation_id,
+                    revision = p.job.revision,
+                    repo = %p.job.target.repo_url,
+                );
+                if let Some(tp) = &p.traceparent {
+                    let _ = span.set_parent(trace::from_traceparent(tp));
+                }
+                Outgoing::new(&topics::REMEDIATIONS, None, &p.job.job_id, &p.job, &span.context())
+            })
+            .collect::<Vec<_>>();
+        let ids: Vec<String> = outgoing.iter().map(|o| o.msg_id().to_owned()).collect();
+        let mut acked = Vec::with_capacity(ids.len());
+        for (job_id, result) in ids.into_iter().zip(self.bus.publish_many(outgoing).await) {
             match result {
-                Ok(()) => acked.push(job_id),
+                Ok(_) => acked.push(job_id),
                 Err(e) => {
+                    let e = error_chain(&e);
                     tracing::warn!(%job_id, error = %e, "job publish not acknowledged; the outbox sweeper will retry")
                 }
             }
@@ -385,41 +371,29 @@ fn classify(e: &sqlx::Error) -> HandlerError {
     }
 }
 
-/// Runs the planner until `shutdown` fires: connects, migrates, publishes
-/// whatever a crash left in the outbox, then consumes `ASSESSMENTS`.
-pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
-    telemetry::install_crypto_provider();
-    let policy = Policy::load(&config.planner.policy).map_err(Error::Policy)?;
+/// Runs the planner until shutdown: publishes whatever a crash left in the
+/// outbox, then consumes `ASSESSMENTS`.
+pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
+    let section = &config.service;
+    let policy = Policy::load(&section.policy).map_err(Error::Policy)?;
     let today = Utc::now().date_naive();
     for expired in policy.expired_ignores(today) {
         tracing::warn!(id = %expired.id, expired = %expired.expires, "ignore rule has expired and no longer applies");
     }
-    let mapper = Mapper::new(&config.planner.mappings, config.planner.label_defaults.clone())
-        .map_err(Error::Mapping)?;
-    let labels = if config.planner.registry.lookup_labels {
-        Some(LabelReader::new(&config.planner.registry.access()).map_err(Error::Registry)?)
+    let mapper = Mapper::new(&section.mappings, section.label_defaults.clone()).map_err(Error::Mapping)?;
+    let labels = if section.registry.lookup_labels {
+        Some(LabelReader::new(&section.registry.access()).map_err(Error::Registry)?)
     } else {
         None
     };
-
-    let pool = fleet_store::connect(&config.database).await?;
-    let bus = Bus::connect(&config.nats, config.bus.clone(), "patchpilot-planner").await?;
-    bus.ensure_topology().await?;
-
-    let mut registry = Registry::default();
-    let consumer_metrics = ConsumerMetrics::register(&mut registry);
-    let metrics = Metrics::register(&mut registry);
-    let metrics_server = match config.telemetry.metrics_addr {
-        Some(addr) => Some(telemetry::serve_metrics(addr, Arc::new(registry), shutdown.clone()).await?),
-        None => None,
-    };
-
-    let planner = Arc::new(Planner::new(pool.clone(), bus.clone(), mapper, policy, labels, metrics));
+    let metrics = fleet.metrics().register(Metrics::register);
+    let planner =
+        Arc::new(Planner::new(fleet.pool().clone(), fleet.bus().clone(), mapper, policy, labels, metrics));
     tracing::info!(
-        rules = config.planner.mappings.len(),
+        rules = section.mappings.len(),
         vex_documents = planner.policy.vex_documents(),
-        batch_size = config.planner.batch_size,
-        concurrency = config.planner.concurrency,
+        batch_size = section.batch_size,
+        concurrency = section.concurrency,
         "planner starting"
     );
     match planner.sweep_outbox(0).await {
@@ -427,10 +401,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "outbox sweep failed at start"),
     }
+    let shutdown = fleet.shutdown().clone();
     let sweeper = {
         let planner = planner.clone();
         let shutdown = shutdown.clone();
-        let every = Duration::from_secs(config.planner.outbox_sweep_secs);
+        let every = Duration::from_secs(section.outbox_sweep_secs);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             loop {
@@ -445,28 +420,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
             }
         })
     };
-
     let spec = ConsumerSpec {
-        stream: StreamName::Assessments,
-        durable: config.planner.consumer.clone(),
+        stream: topics::ASSESSMENTS.stream(),
+        durable: section.consumer.clone(),
         filter_subject: None,
     };
-    let consumed = bus::run_consumer(
-        &bus,
-        &spec,
-        ConsumeOptions { batch_size: config.planner.batch_size, concurrency: config.planner.concurrency },
-        planner.as_ref(),
-        &consumer_metrics,
-        shutdown.clone(),
-    )
-    .await;
+    let options = ConsumeOptions { batch_size: section.batch_size, concurrency: section.concurrency };
+    let consumed = fleet.consume(&spec, options, planner.as_ref()).await;
     shutdown.cancel();
     let _ = sweeper.await;
-    if let Some(server) = metrics_server {
-        let _ = server.await;
-    }
-    bus.drain().await;
-    pool.close().await;
-    tracing::info!("planner stopped");
     consumed.map_err(Error::from)
 }

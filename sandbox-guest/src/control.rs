@@ -340,15 +340,11 @@ impl Control {
             Err(e) => error = e,
         }
         let mut files = vec![("patch", patch_path), ("transcript", transcript_path)];
-        // The built-in agent writes the retrospective as protobuf; other
-        // agents may write JSON. The first one present is sent.
-        for (name, file) in [
-            ("result", "result.json"),
-            ("retrospective", "retrospective.pb"),
-            ("retrospective", "retrospective.json"),
-        ] {
+        // The agent's report and retrospective, as JSON (the contract is
+        // `patchpilot-model`'s; the host parses and clips them).
+        for (name, file) in [("result", "result.json"), ("retrospective", "retrospective.json")] {
             let from = self.paths.workspace.join(".patchpilot").join(file);
-            if from.is_file() && !files.iter().any(|(n, _)| *n == name) {
+            if from.is_file() {
                 let to = artifacts_dir.join(name);
                 if tokio::fs::copy(&from, &to).await.is_ok() {
                     files.push((name, to));

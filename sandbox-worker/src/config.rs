@@ -6,36 +6,19 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-use patchpilot_fleet::config::{self, BusConfig, DatabaseConfig, NatsConfig, TelemetryConfig, Validate, key};
+use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
 use serde::{Deserialize, Serialize};
 
 use crate::vmm::firecracker::FirecrackerConfig;
 use crate::vmm::qemu::{Accel, QemuConfig};
 
-/// Everything `patchpilot-sandbox-worker` reads at start.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// NATS connection.
-    pub nats: NatsConfig,
-    /// Postgres: run bookkeeping and egress decisions.
-    pub database: DatabaseConfig,
-    /// Logs, traces, metrics.
-    pub telemetry: TelemetryConfig,
-    /// Delivery limits and retention.
-    pub bus: BusConfig,
-    /// The sandbox itself.
-    pub sandbox: SandboxConfig,
-}
+/// Everything `patchpilot-sandbox-worker` reads at start: the shared
+/// sections (Postgres holds run bookkeeping and egress decisions) and
+/// `[sandbox]`.
+pub type Config = ServiceConfig<SandboxConfig>;
 
-impl Validate for Config {
-    fn validate(&self, _: &str) -> Result<(), config::Error> {
-        self.nats.validate("nats")?;
-        self.database.validate("database")?;
-        self.telemetry.validate("telemetry")?;
-        self.bus.validate("bus")?;
-        self.sandbox.validate("sandbox")
-    }
+impl Section for SandboxConfig {
+    const NAME: &'static str = "sandbox";
 }
 
 /// Which VMM boots the guests.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use patchpilot_model::RunOutcome;
 use patchpilot_proto::v1::{
     ArtifactRequest, Chunk, HelloRequest, OutputStream, Phase, RunSpec, ShutdownRequest, run_event,
 };
@@ -125,21 +126,6 @@ pub struct RunRequest {
     pub out_dir: PathBuf,
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The command ran and exited 0.
-    Completed,
-    /// The command exited non-zero or could not start.
-    AgentFailed,
-    /// The wall-time limit was reached; the VM was killed.
-    TimedOut,
-    /// The output limit was reached; the VM was killed.
-    LimitExceeded,
-    /// The VM, the guest or the host failed.
-    InfraError,
-}
-
 /// Milestones of a run, for the benchmark and the result.
 #[derive(Debug, Clone, Default)]
 pub struct Timings {
@@ -158,7 +144,7 @@ pub struct Timings {
 #[derive(Debug, Clone)]
 pub struct RunReport {
     /// How it ended.
-    pub outcome: Outcome,
+    pub outcome: RunOutcome,
     /// Why, in words.
     pub reason: String,
     /// The command's exit code (-1 if it did not exit normally).
@@ -413,9 +399,9 @@ impl Sandbox {
         };
         let (outcome, reason, exit_code) = match guest {
             Ok(Ok(done)) => done,
-            Ok(Err(e)) => (Outcome::InfraError, e, -1),
+            Ok(Err(e)) => (RunOutcome::InfraError, e, -1),
             Err(_) => (
-                Outcome::TimedOut,
+                RunOutcome::TimedOut,
                 format!(
                     "wall time {}s exceeded during {}; the VM was killed",
                     request.limits.wall_time.as_secs(),
@@ -424,7 +410,7 @@ impl Sandbox {
                 -1,
             ),
         };
-        if outcome == Outcome::Completed || outcome == Outcome::AgentFailed {
+        if outcome == RunOutcome::Completed || outcome == RunOutcome::AgentFailed {
             // A clean power-off lets the guest flush; a guest that does not
             // go within seconds is killed like any other.
             if let Some(vm) = cleanup.vm.as_mut() {
@@ -444,7 +430,7 @@ impl Sandbox {
         };
         timings.total = received.elapsed();
         let mut reason = reason;
-        if outcome == Outcome::InfraError {
+        if outcome == RunOutcome::InfraError {
             let console = std::fs::read_to_string(run_dir.join("console.log")).unwrap_or_default();
             let tail: Vec<&str> = console.lines().rev().take(8).collect();
             if !tail.is_empty() {
@@ -517,7 +503,7 @@ impl Sandbox {
         observer: &mut dyn RunObserver,
         timings: &mut Timings,
         progress: &mut Progress,
-    ) -> Result<(Outcome, String, i32), String> {
+    ) -> Result<(RunOutcome, String, i32), String> {
         // The agent answered a connect; its first call is still bounded and
         // retried on a fresh connection until the boot timeout, so a guest
         // that never answers is an infrastructure error at the boot timeout,
@@ -578,7 +564,7 @@ impl Sandbox {
                     output_bytes += out.data.len() as u64;
                     if output_bytes > request.limits.output_bytes {
                         return Ok((
-                            Outcome::LimitExceeded,
+                            RunOutcome::LimitExceeded,
                             format!(
                                 "output exceeded {} bytes; the VM was killed",
                                 request.limits.output_bytes
@@ -611,7 +597,7 @@ impl Sandbox {
             }
             if info.size > budget {
                 return Ok((
-                    Outcome::LimitExceeded,
+                    RunOutcome::LimitExceeded,
                     format!(
                         "artifact {} ({} bytes) exceeds the output limit of {} bytes",
                         info.name, info.size, request.limits.output_bytes
@@ -653,13 +639,13 @@ impl Sandbox {
         let _ = client.shutdown(ShutdownRequest {}).await;
 
         let (outcome, reason) = if !finished.error.is_empty() {
-            (Outcome::AgentFailed, finished.error.clone())
+            (RunOutcome::AgentFailed, finished.error.clone())
         } else if finished.signal != 0 {
-            (Outcome::AgentFailed, format!("the command was killed by signal {}", finished.signal))
+            (RunOutcome::AgentFailed, format!("the command was killed by signal {}", finished.signal))
         } else if finished.exit_code != 0 {
-            (Outcome::AgentFailed, format!("the command exited with {}", finished.exit_code))
+            (RunOutcome::AgentFailed, format!("the command exited with {}", finished.exit_code))
         } else {
-            (Outcome::Completed, "the command exited with 0".into())
+            (RunOutcome::Completed, "the command exited with 0".into())
         };
         Ok((outcome, reason, finished.exit_code))
     }

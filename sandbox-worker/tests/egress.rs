@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use patchpilot_proto::v1;
 use patchpilot_sandbox::egress::audit::rules;
 use patchpilot_sandbox::egress::dns;
 use patchpilot_sandbox::egress::protocol::{
@@ -90,8 +89,8 @@ struct Harness {
     guest: UnixConnector,
 }
 
-fn policy(hosts: &[String], cidrs: &[&str], ports: &[u32]) -> EgressPolicy {
-    EgressPolicy::from_proto(&v1::EgressPolicy {
+fn policy(hosts: &[String], cidrs: &[&str], ports: &[u16]) -> EgressPolicy {
+    EgressPolicy::from_request(&patchpilot_model::EgressPolicy {
         presets: vec![],
         allow_hosts: hosts.to_vec(),
         allow_cidrs: cidrs.iter().map(|s| s.to_string()).collect(),
@@ -352,7 +351,7 @@ async fn wildcard_rules_match_subdomains_only() {
 
 #[tokio::test]
 async fn policy_errors_name_field_and_value() {
-    let err = EgressPolicy::from_proto(&v1::EgressPolicy {
+    let err = EgressPolicy::from_request(&patchpilot_model::EgressPolicy {
         presets: vec!["debian".into()],
         allow_hosts: vec!["ok.test".into(), "fine.test:8080".into(), "a b".into()],
         allow_cidrs: vec![],
@@ -362,14 +361,14 @@ async fn policy_errors_name_field_and_value() {
     assert_eq!(err.to_string(), r#"egress.allow_hosts[2]: "a b" is not a host name"#);
     assert_eq!((err.field.as_str(), err.value.as_str()), ("egress.allow_hosts[2]", "a b"));
 
-    let err = EgressPolicy::from_proto(&v1::EgressPolicy {
+    let err = EgressPolicy::from_request(&patchpilot_model::EgressPolicy {
         presets: vec!["npm".into(), "rubygems".into()],
         ..Default::default()
     })
     .expect_err("unknown preset");
     assert!(err.to_string().starts_with(r#"egress.presets[1]: "rubygems" is not a known preset"#), "{err}");
 
-    let err = EgressPolicy::from_proto(&v1::EgressPolicy {
+    let err = EgressPolicy::from_request(&patchpilot_model::EgressPolicy {
         allow_cidrs: vec!["10.0.0.0/8".into(), "192.168.1.0/33".into()],
         ..Default::default()
     })

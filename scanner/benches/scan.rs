@@ -27,7 +27,7 @@
 //! It measures, with `Instant` and several repetitions (median and min):
 //! DB load (`AdvisoryDb::open`, then `status()`, then a first lookup); a cold
 //! scan in a child process of this binary after dropping the page cache; the
-//! warm scan (`open_oci_layout` + `service::scan_image`) repeated in process;
+//! warm scan (`open_oci_layout` + `scan::scan_image`) repeated in process;
 //! the physical floor (gzip-decode the layer and read every tar entry's
 //! bytes, nothing else), interleaved with the warm scans so both see the
 //! same machine; the phases of a warm scan; and peak RSS (`VmHWM`) of the
@@ -55,7 +55,7 @@ use patchpilot_scanner::image::{self, PlatformChoice};
 use patchpilot_scanner::osv::{self, Affected};
 use patchpilot_scanner::scan::Scanner;
 use patchpilot_scanner::version::Scheme;
-use patchpilot_scanner::{matching, report, service};
+use patchpilot_scanner::{matching, report};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
@@ -1581,8 +1581,8 @@ fn sha256_file(path: &Path) -> anyhow::Result<()> {
 /// catalog, match, build the assessment. Returns (packages, findings).
 fn full_scan(scanner: &Scanner, db: &AdvisoryDb, layout: &Path) -> anyhow::Result<(usize, usize)> {
     let image = image::open_oci_layout(layout, Some(IMAGE_REF), &PlatformChoice::default())?;
-    let (assessment, catalog, _) =
-        service::scan_image(scanner, db, &image).map_err(|e| anyhow::anyhow!("scan failed: {e}"))?;
+    let (assessment, catalog, _) = patchpilot_scanner::scan::scan_image(scanner, db, &image)
+        .map_err(|e| anyhow::anyhow!("scan failed: {e}"))?;
     Ok((catalog.packages.len(), assessment.findings.len()))
 }
 

@@ -3,36 +3,19 @@
 
 use std::path::PathBuf;
 
-use patchpilot_fleet::config::{self, BusConfig, DatabaseConfig, NatsConfig, TelemetryConfig, Validate, key};
+use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
 use serde::{Deserialize, Serialize};
 
+use crate::discovery::DiscoveryTarget;
 use crate::image::{Limits, PlatformChoice};
 use crate::registry::RegistryConfig;
 
-/// Everything `patchpilot-scanner` reads at start.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// NATS connection.
-    pub nats: NatsConfig,
-    /// Not used by the scanner; accepted so that one fleet-wide environment
-    /// file (`PATCHPILOT_DATABASE__URL`…) can serve every service.
-    pub database: DatabaseConfig,
-    /// Logs, traces, metrics.
-    pub telemetry: TelemetryConfig,
-    /// Delivery limits and retention.
-    pub bus: BusConfig,
-    /// Scanner behaviour.
-    pub scanner: ScannerSection,
-}
+/// Everything `patchpilot-scanner` reads at start: the shared sections and
+/// `[scanner]`.
+pub type Config = ServiceConfig<ScannerSection>;
 
-impl Validate for Config {
-    fn validate(&self, _: &str) -> Result<(), config::Error> {
-        self.nats.validate("nats")?;
-        self.telemetry.validate("telemetry")?;
-        self.bus.validate("bus")?;
-        self.scanner.validate("scanner")
-    }
+impl Section for ScannerSection {
+    const NAME: &'static str = "scanner";
 }
 
 /// `[scanner]`.
@@ -181,17 +164,6 @@ impl LimitsSection {
     }
 }
 
-/// How discovery picks tags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TagSelection {
-    /// The newest tag per repository: by version-like ordering, else by
-    /// image creation time.
-    Latest,
-    /// Every tag.
-    All,
-}
-
 /// `[scanner.discovery]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -225,22 +197,4 @@ impl DiscoverySection {
         }
         Ok(())
     }
-}
-
-/// One `[[scanner.discovery.targets]]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DiscoveryTarget {
-    /// Registry `host[:port]`.
-    pub registry: String,
-    /// Repository name prefixes to watch (`acme/`); all when empty.
-    #[serde(default)]
-    pub repositories: Vec<String>,
-    /// Which tags to scan.
-    #[serde(default = "latest")]
-    pub tags: TagSelection,
-}
-
-fn latest() -> TagSelection {
-    TagSelection::Latest
 }

@@ -13,9 +13,9 @@
 
 use std::cmp::Ordering;
 
-use crate::config::{DiscoveryTarget, TagSelection};
 use crate::image::PlatformChoice;
 use crate::registry::{Error, Registry};
+use serde::{Deserialize, Serialize};
 
 /// An image discovery found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,4 +144,33 @@ mod tests {
         );
         assert_eq!(latest_by_version(&tags(&["latest", "stable", "main"])), None);
     }
+}
+
+/// How discovery picks tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TagSelection {
+    /// The newest tag per repository: by version-like ordering, else by
+    /// image creation time.
+    Latest,
+    /// Every tag.
+    All,
+}
+
+/// One `[[scanner.discovery.targets]]`: a registry to watch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoveryTarget {
+    /// Registry `host[:port]`.
+    pub registry: String,
+    /// Repository name prefixes to watch (`acme/`); all when empty.
+    #[serde(default)]
+    pub repositories: Vec<String>,
+    /// Which tags to scan.
+    #[serde(default = "latest")]
+    pub tags: TagSelection,
+}
+
+fn latest() -> TagSelection {
+    TagSelection::Latest
 }

@@ -30,6 +30,7 @@
 //! - [`config`]: `[scanner]` configuration.
 
 pub mod catalog;
+#[cfg(feature = "service")]
 pub mod config;
 pub mod cvss;
 pub mod db;
@@ -41,5 +42,6 @@ pub mod package;
 pub mod registry;
 pub mod report;
 pub mod scan;
+#[cfg(feature = "service")]
 pub mod service;
 pub mod version;

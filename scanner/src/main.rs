@@ -1,21 +1,12 @@
 //! `patchpilot-scanner`: consumes scan requests, publishes assessments, and
-//! optionally discovers images in registries. The start-up order is
-//! `patchpilot_fleet::service_main`'s.
+//! optionally discovers images in registries, inside the fleet's service
+//! skeleton (`patchpilot_fleet::service`).
 
 use std::process::ExitCode;
 
-use patchpilot_fleet::service_main::{ServiceArgs, run_service};
-use patchpilot_scanner::config::Config;
-use patchpilot_scanner::service;
-
 fn main() -> ExitCode {
-    run_service(
-        "patchpilot-scanner",
-        ServiceArgs::parse_for(
-            "patchpilot-scanner",
-            "PatchPilot scanner: scan requests in, assessments out.",
-        ),
-        |c: &Config| &c.telemetry,
-        service::run,
+    patchpilot_fleet::service::run_service(
+        patchpilot_scanner::service::SERVICE,
+        patchpilot_scanner::service::run,
     )
 }

@@ -8,9 +8,27 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use patchpilot_model::Assessment;
+
 use crate::catalog::{self, Cataloger, os_release};
+use crate::db::AdvisoryDb;
 use crate::image::{self, Image, ImageFs, LayerReport, Limits};
 use crate::package::Package;
+
+/// One scan, start to finish, on the calling (blocking) thread: catalogs
+/// `image`, matches against the DB in `db_dir`, builds the assessment.
+pub fn scan_image(
+    scanner: &Scanner,
+    db: &AdvisoryDb,
+    image: &Image,
+) -> Result<(Assessment, Catalog, crate::matching::Matched), String> {
+    let catalog = scanner.catalog_image(image).map_err(|e| patchpilot_model::error_chain(&e))?;
+    let os_id = catalog.os.as_ref().map(|o| o.id.clone());
+    let matched = crate::matching::match_catalog(&catalog, db, os_id.as_deref())
+        .map_err(|e| patchpilot_model::error_chain(&e))?;
+    let assessment = crate::report::assessment(image, &catalog, &matched)?;
+    Ok((assessment, catalog, matched))
+}
 
 /// What cataloging an image found.
 #[derive(Debug, Clone)]

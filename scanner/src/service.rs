@@ -17,28 +17,34 @@ use std::time::Duration;
 use async_nats::jetstream::kv;
 use chrono::Utc;
 use patchpilot_fleet::bus::{
-    self, BatchHandler, ConsumeOptions, ConsumerMetrics, ConsumerSpec, Delivery, HandlerError, StreamName,
-    subjects,
+    self, BatchHandler, ConsumeOptions, ConsumerSpec, Delivery, HandlerError, topics,
 };
-use patchpilot_model::Assessment;
-use patchpilot_fleet::{Bus, error_chain, telemetry};
-use patchpilot_proto::{Message as _, v1 as pb};
+use patchpilot_fleet::service::{FleetContext, ServiceSpec};
+use patchpilot_fleet::{Bus, error_chain};
+use patchpilot_model::{Event, ScanRequest, SubmittedAssessment, Wire as _};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::registry::Registry as Metrics;
 use sha2::Digest as _;
-use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::db::AdvisoryDb;
+use crate::discovery;
 use crate::image::{self, PlatformChoice};
 use crate::registry::Registry;
-use crate::scan::Scanner;
-use crate::{discovery, matching, report};
+use crate::scan::{Scanner, scan_image};
 
 /// Scan-result cache bucket.
 pub const SCAN_CACHE_BUCKET: &str = "PP_SCAN_CACHE";
 /// Discovery state bucket.
 pub const DISCOVERY_BUCKET: &str = "PP_DISCOVERY";
+
+/// The scanner as the service skeleton runs it.
+pub const SERVICE: ServiceSpec = ServiceSpec {
+    name: "patchpilot-scanner",
+    about: "PatchPilot scanner: scan requests in, assessments out.",
+    // Accepted so that one fleet-wide environment serves every service;
+    // the scanner keeps its state in the bus.
+    uses_database: false,
+};
 
 /// Why the service could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +66,7 @@ pub enum Error {
     #[error("registry access")]
     Registry(#[source] crate::registry::Error),
     /// NATS failed.
-    #[error(transparent)]
+    #[error("the bus failed")]
     Bus(#[from] bus::Error),
     /// A key-value bucket could not be created.
     #[error("cannot create key-value bucket {bucket}")]
@@ -71,9 +77,6 @@ pub enum Error {
         #[source]
         source: async_nats::jetstream::context::CreateKeyValueError,
     },
-    /// The metrics endpoint failed.
-    #[error(transparent)]
-    Telemetry(#[from] telemetry::Error),
 }
 
 /// Checks the DB's age against the configured maximum: `Ok(Some(warning))`
@@ -90,20 +93,6 @@ pub fn check_db_age(db: &AdvisoryDb, max_hours: u64, strict: bool) -> Result<Opt
         None if strict => Err(Error::StaleDb { age_hours: i64::MAX, limit_hours: max_hours }),
         None => Ok(Some("the advisory DB is empty; import OSV data with `patchpilot db import`".into())),
     }
-}
-
-/// One scan, start to finish, on the calling (blocking) thread: catalogs
-/// `image`, matches against the DB in `db_dir`, builds the assessment.
-pub fn scan_image(
-    scanner: &Scanner,
-    db: &AdvisoryDb,
-    image: &image::Image,
-) -> Result<(Assessment, crate::scan::Catalog, matching::Matched), String> {
-    let catalog = scanner.catalog_image(image).map_err(|e| error_chain(&e))?;
-    let os_id = catalog.os.as_ref().map(|o| o.id.clone());
-    let matched = matching::match_catalog(&catalog, db, os_id.as_deref()).map_err(|e| error_chain(&e))?;
-    let assessment = report::assessment(image, &catalog, &matched)?;
-    Ok((assessment, catalog, matched))
 }
 
 struct ScanHandler {
@@ -125,39 +114,25 @@ fn cache_key(digest: &str, db_version: &str) -> String {
 }
 
 impl ScanHandler {
-    async fn progress(&self, request: &pb::ScanRequest, state: &str, message: String) {
-        let event = pb::Event {
-            event_id: uuid::Uuid::new_v4().to_string(),
-            kind: "scan.progress".into(),
-            source: "scanner".into(),
-            state: state.into(),
-            message,
-            attributes: [
-                ("image_ref".to_owned(), request.image_ref.clone()),
-                ("request_id".to_owned(), request.request_id.clone()),
-            ]
-            .into_iter()
-            .collect(),
-            occurred_at: Some(patchpilot_proto::Timestamp { seconds: Utc::now().timestamp(), nanos: 0 }),
-            ..Default::default()
-        };
+    async fn progress(&self, request: &ScanRequest, state: &str, message: String) {
+        let mut event = Event::new("scan.progress", "scanner");
+        event.state = state.into();
+        event.message = message;
+        event.attributes.insert("image_ref".into(), request.image_ref.clone());
+        event.attributes.insert("request_id".into(), request.request_id.clone());
         // Progress is informational: a lost event must not fail the scan.
-        if let Err(e) = self.bus.publish(subjects::event("scan.progress"), &event.event_id, &event).await {
+        if let Err(e) =
+            self.bus.publish(&topics::EVENTS, Some(&event.kind), &event.event_id.clone(), &event).await
+        {
             tracing::debug!(error = %e, "progress event not published");
         }
     }
 
     async fn handle_one(&self, delivery: &Delivery) -> Result<(), HandlerError> {
-        let request = pb::ScanRequest::decode(delivery.payload.as_ref()).map_err(|e| {
-            HandlerError::Permanent(format!("payload is not a patchpilot.v1.ScanRequest: {e}"))
-        })?;
-        if request.image_ref.is_empty() {
-            return Err(HandlerError::Permanent("scan request has no image_ref".into()));
-        }
+        let request: ScanRequest = delivery.decode()?;
         let platform = request
             .platform
             .as_ref()
-            .filter(|p| !p.architecture.is_empty())
             .map(|p| PlatformChoice {
                 os: p.os.clone(),
                 architecture: p.architecture.clone(),
@@ -180,12 +155,11 @@ impl ScanHandler {
             })?;
         let key = cache_key(&image.digest, &db_version);
         let cached = self.cache.get(&key).await.ok().flatten();
-        let assessment = match cached.and_then(|bytes| pb::Assessment::decode(bytes.as_ref()).ok()) {
-            Some(mut hit) => {
+        let assessment = match cached.and_then(|bytes| SubmittedAssessment::decode(bytes.as_ref()).ok()) {
+            Some(hit) => {
                 self.cache_hits.inc();
-                hit.image_ref = request.image_ref.clone();
-                let (a, _, _) =
-                    Assessment::from_proto(hit).map_err(|e| HandlerError::Retryable(e.to_string()))?;
+                let mut a = hit.assessment;
+                a.image = request.image_ref.clone();
                 self.progress(&request, "cached", format!("{} unchanged since its last scan", image.digest))
                     .await;
                 a
@@ -212,7 +186,7 @@ impl ScanHandler {
                     }
                 })?;
                 self.scans.inc();
-                let encoded = assessment.to_proto(Utc::now()).encode_to_vec();
+                let encoded = SubmittedAssessment::now(assessment.clone()).encode();
                 if let Err(e) = self.cache.put(&key, encoded.into()).await {
                     tracing::warn!(error = %e, "scan result not cached");
                 }
@@ -229,9 +203,9 @@ impl ScanHandler {
                 assessment
             }
         };
-        let message = assessment.to_proto(Utc::now());
+        let message = SubmittedAssessment::now(assessment);
         self.bus
-            .publish(subjects::assessment("scanner"), &message.assessment_id, &message)
+            .publish(&topics::ASSESSMENTS, Some("scanner"), &message.id, &message)
             .await
             .map_err(|e| HandlerError::retryable(&e))?;
         Ok(())
@@ -255,15 +229,15 @@ pub async fn request_scan(bus: &Bus, reference: &str, digest: &str, reason: &str
         "scan-{}",
         &hex::encode(sha2::Sha256::digest(format!("{reference}@{digest}").as_bytes()))[..32]
     );
-    let request = pb::ScanRequest {
+    let request = ScanRequest {
         request_id: id.clone(),
         image_ref: reference.to_owned(),
-        image_digest: digest.to_owned(),
+        image_digest: digest.parse().ok(),
         platform: None,
         reason: reason.to_owned(),
-        requested_at: Some(patchpilot_proto::Timestamp { seconds: Utc::now().timestamp(), nanos: 0 }),
+        requested_at: Some(Utc::now()),
     };
-    bus.publish(subjects::SCAN_REQUEST, &id, &request).await?;
+    bus.publish(&topics::SCAN_REQUESTS, None, &id, &request).await?;
     Ok(())
 }
 
@@ -273,7 +247,7 @@ pub async fn discovery_pass(
     bus: &Bus,
     registry: &Registry,
     state: &kv::Store,
-    targets: &[crate::config::DiscoveryTarget],
+    targets: &[crate::discovery::DiscoveryTarget],
     platform: &PlatformChoice,
 ) -> Result<usize, String> {
     let found = discovery::discover(registry, targets, platform).await.map_err(|e| error_chain(&e))?;
@@ -314,10 +288,10 @@ async fn bucket(bus: &Bus, name: &'static str, description: &str) -> Result<kv::
         .map_err(|source| Error::Bucket { bucket: name, source })
 }
 
-/// Runs the scanner service until `shutdown` fires.
-pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
-    telemetry::install_crypto_provider();
-    let section = &config.scanner;
+/// Runs the scanner service until shutdown: checks the DB, then consumes
+/// `SCAN_REQUESTS` (and runs discovery when it is on).
+pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
+    let section = &config.service;
     let db_dir = crate::db::resolve_dir(None, section.db.as_deref()).map_err(Error::Db)?;
     {
         let db = AdvisoryDb::open(&db_dir).map_err(Error::Db)?;
@@ -326,22 +300,24 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         }
     }
     let registry = Arc::new(Registry::new(&section.registry).map_err(Error::Registry)?);
-    let bus = Bus::connect(&config.nats, config.bus.clone(), "patchpilot-scanner").await?;
-    bus.ensure_topology().await?;
+    let bus = fleet.bus().clone();
     let cache =
         bucket(&bus, SCAN_CACHE_BUCKET, "scan results by image digest and advisory DB version").await?;
     let state = bucket(&bus, DISCOVERY_BUCKET, "digest last requested per image reference").await?;
 
-    let mut metrics = Metrics::default();
-    let consumer_metrics = ConsumerMetrics::register(&mut metrics);
-    let scans = Counter::default();
-    let cache_hits = Counter::default();
-    metrics.register("pp_scanner_scans", "Images scanned", scans.clone());
-    metrics.register("pp_scanner_cache_hits", "Scan requests answered from the cache", cache_hits.clone());
-    if let Some(addr) = config.telemetry.metrics_addr {
-        telemetry::serve_metrics(addr, Arc::new(metrics), shutdown.clone()).await?;
-    }
+    let (scans, cache_hits) = fleet.metrics().register(|metrics| {
+        let scans = Counter::default();
+        let cache_hits = Counter::default();
+        metrics.register("pp_scanner_scans", "Images scanned", scans.clone());
+        metrics.register(
+            "pp_scanner_cache_hits",
+            "Scan requests answered from the cache",
+            cache_hits.clone(),
+        );
+        (scans, cache_hits)
+    });
     let platform = section.platform();
+    let shutdown = fleet.shutdown().clone();
     let discovery_task = section.discovery.enabled.then(|| {
         let (bus, registry, targets, platform, shutdown) = (
             bus.clone(),
@@ -376,24 +352,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         cache_hits,
     };
     let spec = ConsumerSpec {
-        stream: StreamName::ScanRequests,
+        stream: topics::SCAN_REQUESTS.stream(),
         durable: section.consumer.clone(),
         filter_subject: None,
     };
-    let result = bus::run_consumer(
-        &bus,
-        &spec,
-        ConsumeOptions { batch_size: 1, concurrency: section.concurrency },
-        &handler,
-        &consumer_metrics,
-        shutdown.clone(),
-    )
-    .await;
+    let result = fleet
+        .consume(&spec, ConsumeOptions { batch_size: 1, concurrency: section.concurrency }, &handler)
+        .await;
     shutdown.cancel();
     if let Some(task) = discovery_task {
         let _ = task.await;
     }
-    bus.drain().await;
-    tracing::info!("scanner stopped");
     result.map_err(Error::from)
 }

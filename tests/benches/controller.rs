@@ -33,8 +33,8 @@ use patchpilot_controller::store::Store;
 use patchpilot_e2e::Stack;
 use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_fleet::artifacts::ArtifactStore;
-use patchpilot_fleet::bus::{self, ConsumeOptions, ConsumerMetrics, ConsumerSpec, StreamName, subjects};
-use patchpilot_proto::{Message as _, v1};
+use patchpilot_fleet::bus::{self, ConsumeOptions, ConsumerMetrics, ConsumerSpec, StreamName, topics};
+use patchpilot_model::{RunOutcome, SandboxResult, SandboxRun, Wire as _};
 use tokio_util::sync::CancellationToken;
 
 const DOCKERFILE: &str = "FROM registry.test:5000/base:1.0\nCOPY app.txt /app.txt\n";
@@ -79,16 +79,13 @@ async fn respond(stack_bus: patchpilot_fleet::Bus, stop: CancellationToken) -> a
         };
         let Some(message) = next else { return Ok(()) };
         let message = message.map_err(|e| anyhow::anyhow!("{e}"))?;
-        let run = v1::SandboxRun::decode(message.payload.as_ref())?;
-        let result = v1::SandboxResult {
-            run_id: run.run_id.clone(),
-            remediation_id: run.remediation_id.clone(),
-            outcome: v1::RunOutcome::Completed as i32,
-            patch_object: "bench/patch".into(),
-            result_object: "bench/result.json".into(),
-            ..Default::default()
+        let run = SandboxRun::decode(message.payload.as_ref())?;
+        let result = SandboxResult {
+            patch_object: Some("bench/patch".into()),
+            result_object: Some("bench/result.json".into()),
+            ..SandboxResult::without_artifacts(&run.run_id, &run.remediation_id, RunOutcome::Completed, "")
         };
-        stack_bus.publish(subjects::sandbox_result(&run.run_id), &run.run_id, &result).await?;
+        stack_bus.publish(&topics::SANDBOX_RESULTS, Some(&run.run_id), &run.run_id, &result).await?;
         message.ack().await.map_err(|e| anyhow::anyhow!("{e}"))?;
     }
 }
@@ -179,7 +176,7 @@ async fn main() -> anyhow::Result<()> {
     for name in &names {
         let j =
             new_job(&format!("local://bench/{name}"), vec![apk_finding("libbase", "1.0-r0", "1.1-r0", "")]);
-        stack.bus.publish(subjects::REMEDIATION_JOB, &j.job_id, &j.to_proto()).await?;
+        stack.bus.publish(&topics::REMEDIATIONS, None, &j.job_id, &j).await?;
     }
     let mut busy = Duration::ZERO;
     let deadline = Instant::now() + Duration::from_secs(600);

@@ -29,10 +29,9 @@ use anyhow::Context as _;
 use patchpilot_agent::remediate::base_image;
 use patchpilot_agent::run::{self, Options};
 use patchpilot_agent::scans::Scans;
-use patchpilot_agent::task::{Task, TaskPolicy};
 use patchpilot_e2e::Registry;
 use patchpilot_e2e::alpine::{self, ApkPackage, push_base};
-use patchpilot_model::{Finding, Severity};
+use patchpilot_model::{Finding, Severity, Task, TaskPolicy, TaskRegistry};
 use patchpilot_scanner::image::PlatformChoice;
 use patchpilot_scanner::registry::{Registry as RegistryClient, RegistryConfig};
 use serde::Serialize;
@@ -216,17 +215,11 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             name.clone(),
             Task {
                 run_id: name.clone(),
-                remediation_id: String::new(),
-                dockerfile: format!("{name}/Dockerfile"),
                 context: name.clone(),
-                image: None,
-                findings,
                 policy: TaskPolicy { block_at: Severity::High },
-                package_indexes: Default::default(),
-                releases: Default::default(),
-                registry: registry_config.clone(),
+                registry: TaskRegistry { insecure: vec![r.clone()], ..TaskRegistry::default() },
                 db: Some(db.clone()),
-                platform: None,
+                ..Task::new(format!("{name}/Dockerfile"), findings)
             },
         ));
     }
@@ -245,6 +238,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
                 cache_dir: cache.clone(),
                 db_dir: db.clone(),
                 image_prefix: "unused/x".into(),
+                registry: None,
             };
             let started = Instant::now();
             let result = run::remediate(&repo, task, &options).await;

@@ -151,7 +151,7 @@ async fn host_side(args: &Args) -> anyhow::Result<()> {
     let base = dir.path().join("vm.vsock");
     let mut aliases = HostAliases::default();
     aliases.insert("bench.test", vec!["127.0.0.1".parse()?]);
-    let policy = EgressPolicy::from_proto(&v1::EgressPolicy {
+    let policy = EgressPolicy::from_request(&patchpilot_model::EgressPolicy {
         allow_hosts: vec![format!("bench.test:{}", sink.port())],
         ..Default::default()
     })?;
@@ -311,7 +311,7 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     let sink = sink_server(mib << 20).await?;
     let mut aliases = HostAliases::default();
     aliases.insert("bench.test", vec!["127.0.0.1".parse()?]);
-    let policy = EgressPolicy::from_proto(&v1::EgressPolicy {
+    let policy = EgressPolicy::from_request(&patchpilot_model::EgressPolicy {
         allow_hosts: vec![format!("bench.test:{}", sink.port())],
         ..Default::default()
     })?;

@@ -15,7 +15,7 @@ use patchpilot_sandbox::run::Sandbox;
 /// The sandbox section as the services would load it.
 pub fn config() -> anyhow::Result<SandboxConfig> {
     let config: Config = patchpilot_fleet::config::load(None)?;
-    Ok(config.sandbox)
+    Ok(config.service)
 }
 
 /// Why microVM tests cannot run here, if they cannot. Under `scripts/test`

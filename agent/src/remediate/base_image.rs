@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use patchpilot_model::{Finding, Severity};
 
-use super::{FindingRef, Refusal, Step, same_vulnerability};
+use super::{FindingRef, Refusal, RefusalCategory, Step, same_vulnerability};
 use crate::dockerfile::{Base, Dockerfile, Edit, ImageRef, Stage};
 use crate::scans::{ScannedImage, Scans};
 
@@ -221,7 +221,7 @@ pub async fn plan(
                 "no fixed version of {} is published for {}; no base image can fix it yet",
                 f.package.name, f.id
             ),
-            category: "policy".into(),
+            category: RefusalCategory::Policy,
         });
     }
     out.targets = targets.iter().map(|f| FindingRef::from(*f)).collect();
@@ -230,7 +230,12 @@ pub async fn plan(
     }
     let Some(tag) = &base.tag else {
         out.notes.push(format!("{reference} is pinned by digest only; no tag to bump"));
-        refuse_all(&mut out, &targets, "the base image has no tag to move to a newer one", "repository");
+        refuse_all(
+            &mut out,
+            &targets,
+            "the base image has no tag to move to a newer one",
+            RefusalCategory::Repository,
+        );
         return Ok(out);
     };
     let tags = match scans.tags(&base.repository).await {
@@ -242,9 +247,9 @@ pub async fn plan(
                 &format!(
                     "cannot list the tags of {}: {}",
                     base.repository,
-                    patchpilot_fleet::error_chain(&e)
+                    patchpilot_model::error_chain(&e)
                 ),
-                "infrastructure",
+                RefusalCategory::Infrastructure,
             );
             return Ok(out);
         }
@@ -255,7 +260,7 @@ pub async fn plan(
             &mut out,
             &targets,
             &format!("{} has no newer tag of the variant `{tag}` uses", base.repository),
-            "policy",
+            RefusalCategory::Policy,
         );
         return Ok(out);
     }
@@ -268,7 +273,7 @@ pub async fn plan(
             Ok(s) => s,
             Err(e) => {
                 rejected
-                    .push(format!("{candidate}: cannot be scanned ({})", patchpilot_fleet::error_chain(&e)));
+                    .push(format!("{candidate}: cannot be scanned ({})", patchpilot_model::error_chain(&e)));
                 continue;
             }
         };
@@ -330,7 +335,7 @@ pub async fn plan(
                             &mut out,
                             &targets,
                             &format!("cannot edit the FROM of stage {}: {reason}", stage.index),
-                            "repository",
+                            RefusalCategory::Repository,
                         );
                         return Ok(out);
                     }
@@ -362,18 +367,14 @@ pub async fn plan(
             base.repository,
             rejected.join("; ")
         ),
-        "policy",
+        RefusalCategory::Policy,
     );
     Ok(out)
 }
 
-fn refuse_all(out: &mut BasePlan, targets: &[&Finding], reason: &str, category: &str) {
+fn refuse_all(out: &mut BasePlan, targets: &[&Finding], reason: &str, category: RefusalCategory) {
     for t in targets {
-        out.refusals.push(Refusal {
-            finding: FindingRef::from(*t),
-            reason: reason.to_owned(),
-            category: category.to_owned(),
-        });
+        out.refusals.push(Refusal { finding: FindingRef::from(*t), reason: reason.to_owned(), category });
     }
 }
 

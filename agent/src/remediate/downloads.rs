@@ -28,76 +28,15 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
 use patchpilot_model::Finding;
 use patchpilot_scanner::version::Scheme;
-use serde::{Deserialize, Serialize};
 
-use super::{FindingRef, Fix, Refusal, Step, smallest_fix};
+use super::{FindingRef, Fix, Refusal, RefusalCategory, Step, smallest_fix};
 use crate::dockerfile::model::{args_of, expand};
 use crate::dockerfile::{Dockerfile, Edit, Instruction, Span};
 
-/// Release index from the run's context (`.patchpilot/releases.json`),
-/// written by the controller: for each binary the image downloads, its
-/// releases and what each contains.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ReleaseIndex {
-    /// The binaries.
-    pub binaries: Vec<Binary>,
-}
-
-/// One downloaded binary and its releases.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Binary {
-    /// Its name, as it appears in download URLs: `helm`.
-    pub name: String,
-    /// Image path of the installed binary, e.g. `usr/local/bin/helm`.
-    pub path: String,
-    /// Its releases, in any order.
-    pub releases: Vec<Release>,
-}
-
-/// One release of a binary.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Release {
-    /// The release version, with or without a leading `v`.
-    pub version: String,
-    /// Module path → version in this release, e.g. `{"stdlib": "v1.22.1",
-    /// "golang.org/x/net": "v0.23.0"}`.
-    #[serde(default)]
-    pub modules: BTreeMap<String, String>,
-}
-
-/// Why a release index could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The file could not be read.
-    #[error("cannot read release index {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// What happened.
-        source: std::io::Error,
-    },
-    /// The file is not a release index.
-    #[error("release index {path} is not valid: {source}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong, with its line and column.
-        source: serde_json::Error,
-    },
-}
-
-impl ReleaseIndex {
-    /// Reads `.patchpilot/releases.json` (or any file of that form).
-    pub fn read(path: &Path) -> Result<ReleaseIndex, Error> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
-        serde_json::from_str(&text).map_err(|source| Error::Parse { path: path.to_owned(), source })
-    }
-}
+pub use patchpilot_model::{Binary, Release, ReleaseIndex};
 
 /// An `ARG` or `ENV` declaration of one variable.
 #[derive(Debug, Clone)]
@@ -148,14 +87,14 @@ pub fn plan(df: &Dockerfile, findings: &[Finding], releases: &ReleaseIndex) -> (
             Err((reason, category)) => refusals.extend(own.iter().map(|f| Refusal {
                 finding: FindingRef::from(*f),
                 reason: reason.clone(),
-                category: category.to_owned(),
+                category,
             })),
         }
     }
     (steps, refusals)
 }
 
-type Refused = (String, &'static str);
+type Refused = (String, RefusalCategory);
 
 fn plan_binary(
     df: &Dockerfile,
@@ -169,12 +108,12 @@ fn plan_binary(
     let current_value = variable.value.clone();
     let current =
         binary.releases.iter().find(|r| strip_v(&r.version) == strip_v(&current_value)).ok_or_else(|| {
-            (format!("{name}: no release {current_value} in the release index"), "repository")
+            (format!("{name}: no release {current_value} in the release index"), RefusalCategory::Repository)
         })?;
     semver(&current.version).map_err(|e| {
         (
             format!("{name}: current release `{}` is not a semantic version: {e}", current.version),
-            "repository",
+            RefusalCategory::Repository,
         )
     })?;
     let current_is_pre = is_pre_release(&current.version);
@@ -218,7 +157,7 @@ fn plan_binary(
                 fix.version,
                 newest.unwrap_or_default()
             ),
-            category: "policy".to_owned(),
+            category: RefusalCategory::Policy,
         });
     }
     if fixable.is_empty() {
@@ -236,7 +175,7 @@ fn plan_binary(
             later.iter().find(|r| count(r) == best)
         })
         .copied()
-        .ok_or_else(|| (format!("{name}: no later release"), "policy"))?;
+        .ok_or_else(|| (format!("{name}: no later release"), RefusalCategory::Policy))?;
     let (fixed, left): (Vec<_>, Vec<_>) = fixable.into_iter().partition(|(f, fix)| fixes(chosen, f, fix));
     for (f, fix) in left {
         refusals.push(Refusal {
@@ -248,7 +187,7 @@ fn plan_binary(
                 chosen.modules.get(&f.package.name).map(String::as_str).unwrap_or("(absent)"),
                 fix.version
             ),
-            category: "policy".to_owned(),
+            category: RefusalCategory::Policy,
         });
     }
 
@@ -261,7 +200,7 @@ fn plan_binary(
         refusals.extend(fixed.iter().map(|(f, _)| Refusal {
             finding: FindingRef::from(*f),
             reason: reason.clone(),
-            category: "repository".to_owned(),
+            category: RefusalCategory::Repository,
         }));
         return Ok((None, refusals));
     }
@@ -298,7 +237,7 @@ fn plan_binary(
     if variable.spans.iter().any(|s| df.text().get(s.clone()) != Some(current_value.as_str())) {
         return Err((
             format!("{name}: the value of {} is not where the parser put it", variable.name),
-            "repository",
+            RefusalCategory::Repository,
         ));
     }
     let mut fixes_refs: Vec<FindingRef> = fixed.iter().map(|(f, _)| FindingRef::from(*f)).collect();
@@ -365,7 +304,7 @@ fn version_variable(
                     "{name}: several variables in download URLs hold one of its release versions: {}",
                     names.join(", ")
                 ),
-                "repository",
+                RefusalCategory::Repository,
             ));
         }
     };
@@ -376,7 +315,7 @@ fn version_variable(
         .iter()
         .rev()
         .find(|x| &x.name == var && x.value.as_deref().is_some_and(is_release))
-        .ok_or_else(|| (format!("{name}: {var} has no default"), "repository"))?;
+        .ok_or_else(|| (format!("{name}: {var} has no default"), RefusalCategory::Repository))?;
     let value = in_force.value.clone().unwrap_or_default();
     let spans = declarations
         .iter()
@@ -417,7 +356,7 @@ fn no_variable(
                      (it comes from --build-arg); there is no value to bump",
                     d.text
                 ),
-                "repository",
+                RefusalCategory::Repository,
             );
         }
     }
@@ -431,13 +370,13 @@ fn no_variable(
                     "{name} is downloaded with ${{{var}}} = `{value}` in `{}`, but the release index has no release {value}",
                     d.text
                 ),
-                "repository",
+                RefusalCategory::Repository,
             );
         }
     }
     (
         format!("no ARG or ENV version of {name} feeds a curl, wget or ADD download URL in the Dockerfile"),
-        "repository",
+        RefusalCategory::Repository,
     )
 }
 

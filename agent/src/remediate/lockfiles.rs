@@ -39,7 +39,7 @@ use patchpilot_model::Finding;
 use patchpilot_scanner::version::Scheme;
 use serde_json::Value;
 
-use super::{CommandRun, FindingRef, Fix, Refusal, Step, have, run_command, smallest_fix};
+use super::{CommandRun, FindingRef, Fix, Refusal, RefusalCategory, Step, have, run_command, smallest_fix};
 use crate::dockerfile::Span;
 
 /// Runs the ecosystem tools for the Go, crates.io, npm and PyPI findings,
@@ -69,14 +69,10 @@ fn apply_with(
         groups.entry((eco, f.package.name.clone(), installed_key)).or_default().push(f);
     }
     for ((eco, name, _), group) in groups {
-        let refuse_all = |reason: String, category: &str| -> Vec<Refusal> {
+        let refuse_all = |reason: String, category: RefusalCategory| -> Vec<Refusal> {
             group
                 .iter()
-                .map(|f| Refusal {
-                    finding: FindingRef::from(*f),
-                    reason: reason.clone(),
-                    category: category.to_owned(),
-                })
+                .map(|f| Refusal { finding: FindingRef::from(*f), reason: reason.clone(), category })
                 .collect()
         };
         if eco == Ecosystem::Go && (name == "stdlib" || name == "toolchain") {
@@ -84,7 +80,7 @@ fn apply_with(
                 "the Go standard library comes with the Go toolchain, not with go.mod: it is fixed by building \
                  with a newer Go (bump the golang builder base image or the toolchain the build downloads)"
                     .to_owned(),
-                "tooling",
+                RefusalCategory::Tooling,
             ));
             continue;
         }
@@ -94,7 +90,7 @@ fn apply_with(
                     "package name `{}` has characters PatchPilot does not pass to a tool",
                     name.escape_debug()
                 ),
-                "repository",
+                RefusalCategory::Repository,
             ));
             continue;
         }
@@ -126,7 +122,7 @@ fn apply_with(
                     "version `{}` has characters PatchPilot does not pass to a tool",
                     v.escape_debug()
                 ),
-                category: "repository".to_owned(),
+                category: RefusalCategory::Repository,
             }));
             continue;
         }
@@ -142,7 +138,7 @@ fn apply_with(
             Err((reason, category)) => refusals.extend(fixed.iter().map(|f| Refusal {
                 finding: FindingRef::from(*f),
                 reason: reason.clone(),
-                category: category.to_owned(),
+                category,
             })),
         }
     }
@@ -299,7 +295,7 @@ impl Snapshot {
 }
 
 /// Broad cause of a failed tool run, from its error output.
-fn classify(excerpt: &str) -> &'static str {
+fn classify(excerpt: &str) -> RefusalCategory {
     let text = excerpt.to_ascii_lowercase();
     const NETWORK: [&str; 15] = [
         "could not resolve",
@@ -329,15 +325,15 @@ fn classify(excerpt: &str) -> &'static str {
         "is replaced",
     ];
     if NETWORK.iter().any(|w| text.contains(w)) {
-        "infrastructure"
+        RefusalCategory::Infrastructure
     } else if CONFLICT.iter().any(|w| text.contains(w)) {
-        "repository"
+        RefusalCategory::Repository
     } else {
-        "tooling"
+        RefusalCategory::Tooling
     }
 }
 
-type Refused = (String, &'static str);
+type Refused = (String, RefusalCategory);
 
 /// What one tool did across the folders it ran in.
 #[derive(Debug, Default)]
@@ -400,18 +396,15 @@ impl Job<'_> {
         if (self.installed)(program) {
             Ok(())
         } else {
-            Err((format!("`{program}` is not installed in the sandbox, so {action} cannot run"), "tooling"))
+            Err((
+                format!("`{program}` is not installed in the sandbox, so {action} cannot run"),
+                RefusalCategory::Tooling,
+            ))
         }
     }
 
     /// Runs `program args` in `dir`; on failure, the error and its cause.
-    fn run(
-        &self,
-        dir: &str,
-        program: &str,
-        args: &[&str],
-        log: &mut Vec<CommandRun>,
-    ) -> Result<(), (String, &'static str)> {
+    fn run(&self, dir: &str, program: &str, args: &[&str], log: &mut Vec<CommandRun>) -> Result<(), Refused> {
         if run_command(self.workspace, dir, program, args, log) {
             return Ok(());
         }
@@ -469,7 +462,7 @@ impl Job<'_> {
                     self.files.go_mods.len()
                 )
             };
-            return Err((reason, "repository"));
+            return Err((reason, RefusalCategory::Repository));
         }
         self.require_tool("go", &format!("`go get {module}@{want}`"))?;
         let get = format!("{module}@{want}");
@@ -489,16 +482,20 @@ impl Job<'_> {
                         Some(now) if scheme.compare(&now, &want).is_ok_and(|o| o != Ordering::Less) => {
                             Ok(now)
                         }
-                        Some(now) => {
-                            Err((format!("{mod_rel} still requires {module} {now} after go get"), "tooling"))
-                        }
+                        Some(now) => Err((
+                            format!("{mod_rel} still requires {module} {now} after go get"),
+                            RefusalCategory::Tooling,
+                        )),
                         None if !self
                             .read(&join_rel(dir, "go.sum"))
                             .is_some_and(|s| go_sum_lists(&s, module)) =>
                         {
                             Ok("(no longer required)".to_owned())
                         }
-                        None => Err((format!("{mod_rel} does not name {module} after go get"), "tooling")),
+                        None => Err((
+                            format!("{mod_rel} does not name {module} after go get"),
+                            RefusalCategory::Tooling,
+                        )),
                     }
                 });
             attempts.record(
@@ -532,7 +529,7 @@ impl Job<'_> {
         if locks.is_empty() {
             return Err((
                 format!("no Cargo.lock (next to a Cargo.toml) in the workspace locks {name} {installed}"),
-                "repository",
+                RefusalCategory::Repository,
             ));
         }
         self.require_tool(
@@ -551,7 +548,10 @@ impl Job<'_> {
                     if cargo_lock_has(&text, name, target) && !cargo_lock_has(&text, name, installed) {
                         Ok(())
                     } else {
-                        Err((format!("{rel} does not lock {name} {target} after cargo update"), "tooling"))
+                        Err((
+                            format!("{rel} does not lock {name} {target} after cargo update"),
+                            RefusalCategory::Tooling,
+                        ))
                     }
                 });
             attempts.record(&snapshot, result.map(|()| rel.clone()));
@@ -567,7 +567,7 @@ impl Job<'_> {
     fn finish(&self, attempts: Attempts, summary: String, action: String) -> Result<Step, Refused> {
         let Attempts { changed, done, failures } = attempts;
         if done.is_empty() {
-            let category = failures.first().map(|(_, c)| *c).unwrap_or("tooling");
+            let category = failures.first().map(|(_, c)| *c).unwrap_or(RefusalCategory::Tooling);
             let reasons: Vec<String> = failures.into_iter().map(|(r, _)| r).collect();
             return Err((reasons.join("; "), category));
         }
@@ -608,7 +608,7 @@ impl Job<'_> {
         if work.is_empty() {
             return Err((
                 format!("no package-lock.json in the workspace locks {name} {installed}"),
-                "repository",
+                RefusalCategory::Repository,
             ));
         }
         self.require_tool(
@@ -621,11 +621,15 @@ impl Job<'_> {
             let dir = folder_of(&rel);
             let manifest_rel = join_rel(&dir, "package.json");
             let Some(manifest_text) = self.read(&manifest_rel) else {
-                attempts.failures.push((format!("{rel} has no package.json next to it"), "repository"));
+                attempts
+                    .failures
+                    .push((format!("{rel} has no package.json next to it"), RefusalCategory::Repository));
                 continue;
             };
             let Ok(manifest) = serde_json::from_str::<Value>(&manifest_text) else {
-                attempts.failures.push((format!("{manifest_rel} is not valid JSON"), "repository"));
+                attempts
+                    .failures
+                    .push((format!("{manifest_rel} is not valid JSON"), RefusalCategory::Repository));
                 continue;
             };
             let direct = ["dependencies", "devDependencies", "optionalDependencies"]
@@ -649,7 +653,9 @@ impl Job<'_> {
                             let args: Vec<&str> = std::iter::once("install").chain(lock_only).collect();
                             self.run(&dir, "npm", &args, log)
                         }
-                        Err(e) => Err((format!("cannot write {manifest_rel}: {e}"), "tooling")),
+                        Err(e) => {
+                            Err((format!("cannot write {manifest_rel}: {e}"), RefusalCategory::Tooling))
+                        }
                     },
                     Err(e) => Err(e),
                 }
@@ -666,7 +672,7 @@ impl Job<'_> {
                 } else {
                     Err((
                         format!("{rel} still locks {name} {installed} ({left} copies) after npm install; nested copies need an override"),
-                        "repository",
+                        RefusalCategory::Repository,
                     ))
                 }
             });
@@ -705,13 +711,13 @@ impl Job<'_> {
                      which must be regenerated with the project's own tool (pip-compile --generate-hashes)",
                     hashed.join(", ")
                 ),
-                "repository",
+                RefusalCategory::Repository,
             ));
         }
         if edits.is_empty() {
             return Err((
                 format!("no requirements*.txt in the workspace pins {name}=={installed}"),
-                "repository",
+                RefusalCategory::Repository,
             ));
         }
         let mut changed = Vec::new();
@@ -727,7 +733,7 @@ impl Job<'_> {
             out.push_str(text.get(at..).unwrap_or_default());
             match std::fs::write(self.workspace.join(&rel), out) {
                 Ok(()) => changed.push(rel),
-                Err(e) => failures.push((format!("cannot write {rel}: {e}"), "tooling")),
+                Err(e) => failures.push((format!("cannot write {rel}: {e}"), RefusalCategory::Tooling)),
             }
         }
         let done = changed.clone();
@@ -863,7 +869,7 @@ fn npm_lock_versions(lock: &Value, name: &str) -> Vec<String> {
 /// `package.json` with `"overrides": {name: version}` added, written in the
 /// file's own style (indentation, `": "` or `":"`); nothing else moves.
 fn add_override(text: &str, name: &str, version: &str) -> Result<String, Refused> {
-    let bad = |what: &str| (format!("package.json: {what}"), "repository");
+    let bad = |what: &str| (format!("package.json: {what}"), RefusalCategory::Repository);
     let parsed: Value = serde_json::from_str(text).map_err(|e| bad(&format!("not valid JSON: {e}")))?;
     if let Some(existing) = parsed.get("overrides") {
         if let Some(current) = existing.get(name) {
@@ -1199,9 +1205,9 @@ mod tests {
         let f = finding("GHSA-x", "Go", "golang.org/x/net", "v0.20.0", &["0.23.0", "0.17.0", "0.21.0"]);
         assert_eq!(smallest_fix(&f).expect("fix").version, "0.21.0");
         let none = finding("GHSA-y", "Go", "m", "v1.5.0", &["1.4.3"]);
-        assert_eq!(smallest_fix(&none).expect_err("no fix above").category, "policy");
+        assert_eq!(smallest_fix(&none).expect_err("no fix above").category, RefusalCategory::Policy);
         let unfixed = finding("GHSA-z", "npm", "m", "1.0.0", &[]);
-        assert_eq!(smallest_fix(&unfixed).expect_err("no fix").category, "policy");
+        assert_eq!(smallest_fix(&unfixed).expect_err("no fix").category, RefusalCategory::Policy);
         let py = finding("PYSEC-1", "PyPI", "m", "1.0", &["1.0.post1", "2.0"]);
         assert_eq!(smallest_fix(&py).expect("fix").version, "1.0.post1");
     }
@@ -1240,9 +1246,9 @@ mod tests {
         assert!(steps.is_empty());
         assert!(log.is_empty(), "nothing runs: {log:?}");
         let by_id: BTreeMap<&str, &Refusal> = refusals.iter().map(|r| (r.finding.id.as_str(), r)).collect();
-        assert_eq!(by_id["GHSA-go"].category, "tooling");
+        assert_eq!(by_id["GHSA-go"].category, RefusalCategory::Tooling);
         assert!(by_id["GHSA-go"].reason.contains("`go` is not installed"), "{}", by_id["GHSA-go"].reason);
-        assert_eq!(by_id["GHSA-bad"].category, "repository");
+        assert_eq!(by_id["GHSA-bad"].category, RefusalCategory::Repository);
         assert!(by_id["GHSA-std"].reason.contains("toolchain"));
     }
 
@@ -1308,7 +1314,10 @@ mod tests {
             "{\n  \"overrides\": {\n    \"@scope/x\": \"1.1.0\"\n  }\n}"
         );
         let clash = r#"{"overrides":{"vulnpkg":"1.0.5"}}"#;
-        assert_eq!(add_override(clash, "vulnpkg", "1.1.0").expect_err("refuses").1, "repository");
+        assert_eq!(
+            add_override(clash, "vulnpkg", "1.1.0").expect_err("refuses").1,
+            RefusalCategory::Repository
+        );
         assert!(add_override("[1]", "a", "1").is_err());
     }
 
@@ -1333,12 +1342,15 @@ mod tests {
 
     #[test]
     fn failures_are_classified_by_their_output() {
-        assert_eq!(classify("dial tcp: lookup proxy.golang.org: no such host"), "infrastructure");
+        assert_eq!(
+            classify("dial tcp: lookup proxy.golang.org: no such host"),
+            RefusalCategory::Infrastructure
+        );
         assert_eq!(
             classify("error: failed to select a version for the requirement `vulncrate = \"~1.0\"`"),
-            "repository"
+            RefusalCategory::Repository
         );
-        assert_eq!(classify("npm error code ERESOLVE"), "repository");
-        assert_eq!(classify("segmentation fault"), "tooling");
+        assert_eq!(classify("npm error code ERESOLVE"), RefusalCategory::Repository);
+        assert_eq!(classify("segmentation fault"), RefusalCategory::Tooling);
     }
 }

@@ -17,32 +17,14 @@ pub mod index;
 pub mod lockfiles;
 pub mod os_pins;
 
-use std::time::Duration;
-
-use patchpilot_model::Finding;
-use serde::{Deserialize, Serialize};
+use patchpilot_model::{Finding, StepRecord};
 
 use crate::dockerfile::Edit;
 
-/// A finding as remediators refer to it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct FindingRef {
-    /// Vulnerability id.
-    pub id: String,
-    /// Package name.
-    pub package: String,
-    /// Installed version.
-    pub version: String,
-}
-
-impl From<&Finding> for FindingRef {
-    fn from(f: &Finding) -> Self {
-        FindingRef { id: f.id.clone(), package: f.package.name.clone(), version: f.package.version.clone() }
-    }
-}
+pub use patchpilot_model::{CommandRun, FindingRef, Refusal, RefusalCategory};
 
 /// A change a remediator proposes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Step {
     /// Which remediator: `base-image`, `os-pin`, `download`, `lockfile`.
     pub remediator: String,
@@ -53,45 +35,21 @@ pub struct Step {
     /// The findings it expects to fix.
     pub fixes: Vec<FindingRef>,
     /// Edits to the Dockerfile (empty for changes made by running a tool).
-    #[serde(skip)]
     pub edits: Vec<Edit>,
     /// Files the step changed or will change, relative to the workspace.
     pub files: Vec<String>,
 }
 
-/// A finding a remediator will not fix, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Refusal {
-    /// The finding.
-    pub finding: FindingRef,
-    /// Why not, for people and for the retrospective.
-    pub reason: String,
-    /// Broad cause, for the retrospective: `policy` (no fix published,
-    /// a worse finding would come in), `infrastructure` (an index or
-    /// registry unreachable), `tooling` (a tool missing),
-    /// `repository` (the build does something unusual).
-    pub category: String,
-}
-
-/// A command a remediator or the verification ran.
-#[derive(Debug, Clone, Serialize)]
-pub struct CommandRun {
-    /// The command line, as run.
-    pub command: String,
-    /// Its working directory, relative to the workspace.
-    pub dir: String,
-    /// Exit code; `None` when it could not start or was killed.
-    pub exit_code: Option<i32>,
-    /// How long it took.
-    #[serde(with = "duration_ms")]
-    pub duration: Duration,
-    /// The first lines of its error output, when it failed.
-    pub error_excerpt: String,
-}
-
-mod duration_ms {
-    pub fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_millis() as u64)
+impl Step {
+    /// The step as the report records it (its edits are recorded apart).
+    pub fn record(&self) -> StepRecord {
+        StepRecord {
+            remediator: self.remediator.clone(),
+            summary: self.summary.clone(),
+            reason: self.reason.clone(),
+            fixes: self.fixes.clone(),
+            files: self.files.clone(),
+        }
     }
 }
 
@@ -167,22 +125,22 @@ pub struct Fix {
 /// finding from another scanner may not be sorted). Refuses when there is
 /// no fix, none above the installed version, or no way to compare.
 pub fn smallest_fix(finding: &Finding) -> Result<Fix, Refusal> {
-    let refuse = |reason: String, category: &str| Refusal {
+    let refuse = |reason: String, category: RefusalCategory| Refusal {
         finding: FindingRef::from(finding),
         reason,
-        category: category.to_owned(),
+        category,
     };
     let package = &finding.package;
     if finding.fixed_versions.is_empty() {
         return Err(refuse(
             format!("no fixed version of {} is published for {}", package.name, finding.id),
-            "policy",
+            RefusalCategory::Policy,
         ));
     }
     let Some(scheme) = patchpilot_scanner::version::Scheme::for_ecosystem(&package.ecosystem) else {
         return Err(refuse(
             format!("no version comparison for ecosystem `{}` ({})", package.ecosystem, package.name),
-            "tooling",
+            RefusalCategory::Tooling,
         ));
     };
     let mut above: Vec<&String> = Vec::new();
@@ -199,7 +157,7 @@ pub fn smallest_fix(finding: &Finding) -> Result<Fix, Refusal> {
         Some(v) => Ok(Fix { version: (*v).clone(), scheme }),
         None if errors.len() == finding.fixed_versions.len() => Err(refuse(
             format!("cannot compare the fixed versions of {}: {}", package.name, errors.join("; ")),
-            "tooling",
+            RefusalCategory::Tooling,
         )),
         None => Err(refuse(
             format!(
@@ -208,7 +166,7 @@ pub fn smallest_fix(finding: &Finding) -> Result<Fix, Refusal> {
                 finding.fixed_versions.join(", "),
                 package.version
             ),
-            "policy",
+            RefusalCategory::Policy,
         )),
     }
 }

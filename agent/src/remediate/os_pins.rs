@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use patchpilot_model::Finding;
 
 use super::index::{self, PackageIndex};
-use super::{FindingRef, Refusal, Step, scheme_of, smallest_fix};
+use super::{FindingRef, Refusal, RefusalCategory, Step, scheme_of, smallest_fix};
 use crate::dockerfile::shell::{
     InstallCommand, Manager, PackageArg, install_commands, remove_command, remove_word, set_pin,
 };
@@ -212,8 +212,8 @@ async fn decide(
     pinned: &str,
     targets: &[&Finding],
 ) -> Option<(Decision, Vec<FindingRef>)> {
-    let refuse = |out: &mut PinPlan, f: &Finding, reason: String, category: &str| {
-        out.refusals.push(Refusal { finding: FindingRef::from(f), reason, category: category.to_owned() });
+    let refuse = |out: &mut PinPlan, f: &Finding, reason: String, category: RefusalCategory| {
+        out.refusals.push(Refusal { finding: FindingRef::from(f), reason, category });
     };
     // The version every fixable finding needs: the largest of their
     // smallest fixes.
@@ -221,7 +221,7 @@ async fn decide(
     let scheme = match scheme_of(&ecosystem) {
         Ok(s) => s,
         Err(reason) => {
-            targets.iter().for_each(|f| refuse(out, f, reason.clone(), "tooling"));
+            targets.iter().for_each(|f| refuse(out, f, reason.clone(), RefusalCategory::Tooling));
             return None;
         }
     };
@@ -270,7 +270,11 @@ async fn decide(
             );
             // No URL in the task is missing context; a URL that fails is
             // the network's or the mirror's doing.
-            let category = if e.starts_with(NOT_CONFIGURED) { "context" } else { "infrastructure" };
+            let category = if e.starts_with(NOT_CONFIGURED) {
+                RefusalCategory::Context
+            } else {
+                RefusalCategory::Infrastructure
+            };
             targets
                 .iter()
                 .filter(|f| fixable.iter().any(|r| r.id == f.id))
@@ -301,7 +305,7 @@ async fn decide(
             targets
                 .iter()
                 .filter(|f| fixable.iter().any(|r| r.id == f.id))
-                .for_each(|f| refuse(out, f, reason.clone(), "policy"));
+                .for_each(|f| refuse(out, f, reason.clone(), RefusalCategory::Policy));
             None
         }
     }
@@ -443,7 +447,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_base_with_the_fix_makes_the_pins_obsolete() {
-        patchpilot_fleet::telemetry::install_crypto_provider();
+        crate::install_crypto_provider();
         let findings = [
             finding("CVE-2024-2511", "libssl3", "3.1.4-r5", &["3.1.4-r6"]),
             finding("CVE-2024-2511", "libcrypto3", "3.1.4-r5", &["3.1.4-r6"]),
@@ -462,9 +466,9 @@ mod tests {
         assert_eq!(out, text);
         assert_eq!(plan.refusals.len(), 2);
         assert!(
-            plan.refusals
-                .iter()
-                .all(|r| r.category == "context" && r.reason.contains("names no package index")),
+            plan.refusals.iter().all(
+                |r| r.category == RefusalCategory::Context && r.reason.contains("names no package index")
+            ),
             "{:?}",
             plan.refusals
         );
@@ -472,7 +476,7 @@ mod tests {
 
     #[tokio::test]
     async fn unpinned_packages_are_left_to_the_rebuild_and_unfixed_ones_refused() {
-        patchpilot_fleet::telemetry::install_crypto_provider();
+        crate::install_crypto_provider();
         let findings = [
             finding("CVE-2024-2511", "libssl3", "3.1.4-r5", &["3.1.4-r6"]),
             finding("CVE-2099-0001", "libcrypto3", "3.1.4-r5", &[]),
@@ -484,7 +488,7 @@ mod tests {
         assert_eq!(rebuild.fixes[0].package, "libssl3");
         assert!(rebuild.edits.is_empty());
         assert_eq!(plan.refusals.len(), 1);
-        assert_eq!(plan.refusals[0].category, "policy");
+        assert_eq!(plan.refusals[0].category, RefusalCategory::Policy);
         assert!(
             plan.refusals[0].reason.contains("no fixed version of libcrypto3"),
             "{}",

@@ -5,9 +5,12 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, context::PublishAckFuture, publish::PublishAck};
 use bytes::Bytes;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+use patchpilot_model::Wire;
 
 use super::dead_letter::{self, DeadLetter};
-use super::topology::StreamName;
+use super::topology::{StreamName, Topic};
 use super::trace;
 use crate::config::{BusConfig, NatsConfig};
 
@@ -145,24 +148,58 @@ impl Bus {
         &self.client
     }
 
-    /// Publishes `message` to `subject` with `msg_id` as `Nats-Msg-Id` and the
-    /// current span's trace context, and waits for JetStream's ack.
+    /// Publishes `message` on `topic` (under `key` for a keyed topic) with
+    /// `msg_id` as `Nats-Msg-Id` and the current span's trace context, and
+    /// waits for JetStream's ack.
     ///
     /// A repeat of the same `msg_id` inside the duplicate window is
     /// acknowledged as a duplicate and not stored again.
-    pub async fn publish<M: prost::Message>(
+    pub async fn publish<M: Wire>(
         &self,
-        subject: impl Into<String>,
+        topic: &Topic<M>,
+        key: Option<&str>,
         msg_id: &str,
         message: &M,
     ) -> Result<PublishAck, Error> {
-        let mut headers = HeaderMap::new();
-        trace::inject_current(&mut headers);
-        self.publish_raw(subject.into(), msg_id, headers, Bytes::from(message.encode_to_vec())).await
+        let outgoing = Outgoing::new(topic, key, msg_id, message, &tracing::Span::current().context());
+        self.publish_raw(outgoing.subject, &outgoing.msg_id, outgoing.headers, outgoing.payload).await
+    }
+
+    /// Publishes every message with all of them in flight at once, then
+    /// waits for each ack; one result per message, in order. What the CLI's
+    /// submissions and the planner's outbox use.
+    pub async fn publish_many(&self, messages: Vec<Outgoing>) -> Vec<Result<PublishAck, Error>> {
+        let mut pending = Vec::with_capacity(messages.len());
+        for m in messages {
+            pending.push(self.send(m).await);
+        }
+        let mut acked = Vec::with_capacity(pending.len());
+        for sent in pending {
+            acked.push(match sent {
+                Ok(ack) => ack.await,
+                Err(e) => Err(e),
+            });
+        }
+        acked
+    }
+
+    /// Sends one message without waiting for its ack; the returned future
+    /// resolves to it. For callers that keep their own window of messages
+    /// in flight (the intake benchmark); others use [`Bus::publish_many`].
+    pub async fn send(
+        &self,
+        message: Outgoing,
+    ) -> Result<impl std::future::Future<Output = Result<PublishAck, Error>> + Send + use<>, Error> {
+        let subject = message.subject.clone();
+        let pending =
+            self.send_raw(message.subject, &message.msg_id, message.headers, message.payload).await?;
+        Ok(async move { pending.await.map_err(|source| Error::Publish { subject, source }) })
     }
 
     /// Publishes a payload with caller-built headers (trace context already
-    /// set) and waits for JetStream's ack.
+    /// set) and waits for JetStream's ack: dead letters and their replays,
+    /// and tests that must send what no typed topic would (a payload that
+    /// does not decode). Services publish through a [`Topic`].
     pub async fn publish_raw(
         &self,
         subject: String,
@@ -174,9 +211,8 @@ impl Bus {
         pending.await.map_err(|source| Error::Publish { subject, source })
     }
 
-    /// Sends a payload without waiting for the ack; await the returned future
-    /// for it. Lets callers keep many publishes in flight.
-    pub async fn send_raw(
+    /// Sends a payload without waiting for the ack.
+    async fn send_raw(
         &self,
         subject: String,
         msg_id: &str,
@@ -302,6 +338,43 @@ impl Bus {
         if let Err(e) = self.client.drain().await {
             tracing::warn!(error = %e, "NATS drain failed");
         }
+    }
+}
+
+/// A message ready to publish: encoded, addressed, with the trace context
+/// it continues.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    subject: String,
+    msg_id: String,
+    headers: HeaderMap,
+    payload: Bytes,
+}
+
+impl Outgoing {
+    /// `message` on `topic` (under `key` for a keyed topic) as `msg_id`,
+    /// continuing the trace of `cx` (for an outbox row: the context rebuilt
+    /// from its stored `traceparent`).
+    pub fn new<M: Wire>(
+        topic: &Topic<M>,
+        key: Option<&str>,
+        msg_id: &str,
+        message: &M,
+        cx: &opentelemetry::Context,
+    ) -> Outgoing {
+        let mut headers = HeaderMap::new();
+        trace::inject(cx, &mut headers);
+        Outgoing {
+            subject: topic.subject(key),
+            msg_id: msg_id.to_owned(),
+            headers,
+            payload: Bytes::from(message.encode()),
+        }
+    }
+
+    /// The message id.
+    pub fn msg_id(&self) -> &str {
+        &self.msg_id
     }
 }
 

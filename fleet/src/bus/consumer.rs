@@ -106,6 +106,19 @@ impl Delivery {
     pub fn trace_context(&self) -> opentelemetry::Context {
         self.span.context()
     }
+
+    /// The payload as `M`, checked at the edge. A payload that does not
+    /// decode or is invalid never will be: the error is permanent and names
+    /// the message type and the field.
+    pub fn decode<M: patchpilot_model::Wire>(&self) -> Result<M, HandlerError> {
+        M::decode(self.payload.as_ref()).map_err(|e| {
+            HandlerError::Permanent(if e.path.is_empty() {
+                e.reason
+            } else {
+                format!("invalid {}: {e}", M::PROTO_NAME)
+            })
+        })
+    }
 }
 
 /// How a handler failed on one message. Callers branch on the variant,

@@ -7,9 +7,9 @@ pub mod dead_letter;
 mod topology;
 pub mod trace;
 
-pub use client::{Bus, ConsumerState, Error};
+pub use client::{Bus, ConsumerState, Error, Outgoing};
 pub use consumer::{
     BatchHandler, ConsumeOptions, ConsumerMetrics, ConsumerSpec, Delivery, HandlerError, run_consumer,
 };
 pub use dead_letter::DeadLetter;
-pub use topology::{StreamName, subjects};
+pub use topology::{StreamName, Topic, subjects, topics};

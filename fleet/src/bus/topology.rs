@@ -1,6 +1,12 @@
-//! Streams and subjects, as in DESIGN.md's stream table.
+//! Streams, subjects and the typed topics that say which domain type
+//! travels where.
 
+use std::marker::PhantomData;
 use std::time::Duration;
+
+use patchpilot_model::{
+    Event, RemediationJob, Retrospective, SandboxResult, SandboxRun, ScanRequest, SubmittedAssessment, Wire,
+};
 
 use async_nats::jetstream::stream::{Config, DiscardPolicy, RetentionPolicy, StorageType};
 
@@ -36,6 +42,78 @@ pub mod subjects {
     pub fn dead_letter(stream: &str) -> String {
         format!("pp.dlq.{}", stream.to_ascii_lowercase())
     }
+}
+
+/// Where one domain type travels: its stream and subject. A keyed topic's
+/// subject is `<prefix>.<key>` (the assessment's source, the run id).
+#[derive(Debug)]
+pub struct Topic<M> {
+    stream: StreamName,
+    subject: &'static str,
+    keyed: bool,
+    message: PhantomData<fn() -> M>,
+}
+
+impl<M> Clone for Topic<M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M> Copy for Topic<M> {}
+
+impl<M: Wire> Topic<M> {
+    const fn fixed(stream: StreamName, subject: &'static str) -> Topic<M> {
+        Topic { stream, subject, keyed: false, message: PhantomData }
+    }
+
+    const fn keyed(stream: StreamName, prefix: &'static str) -> Topic<M> {
+        Topic { stream, subject: prefix, keyed: true, message: PhantomData }
+    }
+
+    /// The stream that holds it.
+    pub fn stream(&self) -> StreamName {
+        self.stream
+    }
+
+    /// The subject to publish to. A keyed topic needs `key` (a NATS token:
+    /// no dots or spaces); a fixed one ignores it.
+    pub fn subject(&self, key: Option<&str>) -> String {
+        match (self.keyed, key) {
+            (true, Some(key)) => format!("{}.{key}", self.subject),
+            (true, None) => format!("{}.unknown", self.subject),
+            (false, _) => self.subject.to_owned(),
+        }
+    }
+
+    /// The subjects a consumer of every message of this topic filters on.
+    pub fn filter(&self) -> String {
+        if self.keyed { format!("{}.>", self.subject) } else { self.subject.to_owned() }
+    }
+}
+
+/// The fleet's topics.
+pub mod topics {
+    use super::*;
+
+    /// Scan requests from discovery and the CLI.
+    pub const SCAN_REQUESTS: Topic<ScanRequest> =
+        Topic::fixed(StreamName::ScanRequests, subjects::SCAN_REQUEST);
+    /// Assessments from the scanner and the CLI; keyed by source.
+    pub const ASSESSMENTS: Topic<SubmittedAssessment> =
+        Topic::keyed(StreamName::Assessments, "pp.assessment");
+    /// Remediation jobs from the planner.
+    pub const REMEDIATIONS: Topic<RemediationJob> =
+        Topic::fixed(StreamName::Remediations, subjects::REMEDIATION_JOB);
+    /// Sandbox run requests from the controller.
+    pub const SANDBOX_RUNS: Topic<SandboxRun> = Topic::fixed(StreamName::SandboxRuns, subjects::SANDBOX_RUN);
+    /// Sandbox results from the workers; keyed by run id.
+    pub const SANDBOX_RESULTS: Topic<SandboxResult> =
+        Topic::keyed(StreamName::SandboxResults, "pp.sandbox.result");
+    /// Retrospectives from the workers.
+    pub const RETROS: Topic<Retrospective> = Topic::fixed(StreamName::Retros, subjects::RETRO);
+    /// Fleet events; keyed by kind.
+    pub const EVENTS: Topic<Event> = Topic::keyed(StreamName::Events, "pp.event");
 }
 
 /// The fleet's streams.

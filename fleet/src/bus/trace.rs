@@ -33,9 +33,14 @@ pub fn inject(cx: &Context, headers: &mut HeaderMap) {
     TraceContextPropagator::new().inject_context(cx, &mut HeaderInjector(headers));
 }
 
+/// The current `tracing` span's context, to publish under.
+pub fn current() -> Context {
+    tracing::Span::current().context()
+}
+
 /// Writes the current `tracing` span's context into `headers`.
 pub fn inject_current(headers: &mut HeaderMap) {
-    inject(&tracing::Span::current().context(), headers);
+    inject(&current(), headers);
 }
 
 /// Reads a remote span context from `headers`; an empty context when absent.

@@ -214,10 +214,9 @@ impl Gate {
 mod tests {
     use super::*;
     use crate::egress::audit::Verdict;
-    use patchpilot_proto::v1;
 
-    fn gate(hosts: &[&str], cidrs: &[&str], ports: &[u32]) -> Gate {
-        let p = EgressPolicy::from_proto(&v1::EgressPolicy {
+    fn gate(hosts: &[&str], cidrs: &[&str], ports: &[u16]) -> Gate {
+        let p = EgressPolicy::from_request(&patchpilot_model::EgressPolicy {
             presets: vec![],
             allow_hosts: hosts.iter().map(|s| s.to_string()).collect(),
             allow_cidrs: cidrs.iter().map(|s| s.to_string()).collect(),

@@ -1,6 +1,6 @@
-//! A run's egress policy as the gate uses it, built from the wire form.
+//! A run's egress policy as the gate uses it, built from what the run asked for.
 //!
-//! Owns validation of `patchpilot_proto::v1::EgressPolicy`: presets, host
+//! Owns validation of the egress a run asks for (`patchpilot_model::EgressPolicy`): presets, host
 //! rules (exact or `*.suffix`, optionally with a port), CIDRs and ports.
 //! Errors name the field, index and value so an operator can fix the run
 //! spec without reading code.
@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use patchpilot_proto::v1;
+use patchpilot_model::EgressPolicy as RequestedPolicy;
 
 use super::cidr::Cidr;
 use super::presets;
@@ -110,8 +110,8 @@ impl PolicyError {
 }
 
 impl EgressPolicy {
-    /// Builds and validates a policy from its wire form.
-    pub fn from_proto(p: &v1::EgressPolicy) -> Result<EgressPolicy, PolicyError> {
+    /// Builds and validates the policy a run asked for.
+    pub fn from_request(p: &RequestedPolicy) -> Result<EgressPolicy, PolicyError> {
         let mut policy = EgressPolicy::default();
         for (i, name) in p.presets.iter().enumerate() {
             let field = format!("egress.presets[{i}]");
@@ -150,8 +150,7 @@ impl EgressPolicy {
         }
         for (i, port) in p.allow_ports.iter().enumerate() {
             let field = format!("egress.allow_ports[{i}]");
-            let port = u16::try_from(*port)
-                .ok()
+            let port = Some(*port)
                 .filter(|p| *p != 0)
                 .ok_or_else(|| PolicyError::new(field, port.to_string(), "is not a port (1-65535)"))?;
             if !policy.ports.contains(&port) {
@@ -241,8 +240,8 @@ fn check_name(name: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn proto(presets: &[&str], hosts: &[&str], cidrs: &[&str], ports: &[u32]) -> v1::EgressPolicy {
-        v1::EgressPolicy {
+    fn proto(presets: &[&str], hosts: &[&str], cidrs: &[&str], ports: &[u16]) -> RequestedPolicy {
+        RequestedPolicy {
             presets: presets.iter().map(|s| s.to_string()).collect(),
             allow_hosts: hosts.iter().map(|s| s.to_string()).collect(),
             allow_cidrs: cidrs.iter().map(|s| s.to_string()).collect(),
@@ -250,8 +249,8 @@ mod tests {
         }
     }
 
-    fn err(p: v1::EgressPolicy) -> String {
-        match EgressPolicy::from_proto(&p) {
+    fn err(p: RequestedPolicy) -> String {
+        match EgressPolicy::from_request(&p) {
             Ok(_) => panic!("policy should be rejected: {p:?}"),
             Err(e) => e.to_string(),
         }
@@ -259,7 +258,7 @@ mod tests {
 
     #[test]
     fn builds_from_proto() {
-        let p = EgressPolicy::from_proto(&proto(
+        let p = EgressPolicy::from_request(&proto(
             &["npm"],
             &["Registry.Test:5000", "*.example.test", "plain.test."],
             &["10.9.0.0/16"],
@@ -275,17 +274,17 @@ mod tests {
         assert_eq!(p.hosts[2].pattern, HostPattern::Wildcard("example.test".into()));
         assert_eq!(p.hosts[3].pattern, HostPattern::Exact("plain.test".into()));
 
-        let p = EgressPolicy::from_proto(&proto(&[], &[], &[], &[8080, 8080, 443])).expect("valid");
+        let p = EgressPolicy::from_request(&proto(&[], &[], &[], &[8080, 8080, 443])).expect("valid");
         assert_eq!(p.ports, vec![8080, 443]);
     }
 
     #[test]
     fn every_preset_parses() {
         for preset in presets::PRESETS {
-            let p = EgressPolicy::from_proto(&proto(&[preset.name], &[], &[], &[])).expect("valid preset");
+            let p = EgressPolicy::from_request(&proto(&[preset.name], &[], &[], &[])).expect("valid preset");
             assert_eq!(p.hosts.len(), preset.hosts.len() * preset.ports.len());
         }
-        let p = EgressPolicy::from_proto(&proto(&["debian"], &[], &[], &[])).expect("valid");
+        let p = EgressPolicy::from_request(&proto(&["debian"], &[], &[], &[])).expect("valid");
         let ports: Vec<_> = p.rules_for("deb.debian.org").filter_map(|r| r.port).collect();
         assert!(ports.contains(&80) && ports.contains(&443));
         assert!(p.rules_for("mirror.debian.org").next().is_some());
@@ -334,10 +333,8 @@ mod tests {
             err(proto(&[], &[], &["nope"], &[])),
             r#"egress.allow_cidrs[0]: "nope" is not a CIDR: it has an invalid address"#
         );
-        assert_eq!(
-            err(proto(&[], &[], &[], &[443, 70000])),
-            r#"egress.allow_ports[1]: "70000" is not a port (1-65535)"#
-        );
+        // Ports above 65535 never get this far: decoding the run refuses
+        // them (`patchpilot_model::sandbox`).
         assert_eq!(err(proto(&[], &[], &[], &[0])), r#"egress.allow_ports[0]: "0" is not a port (1-65535)"#);
     }
 

@@ -24,7 +24,7 @@ use patchpilot_e2e::alpine::{advisory_db, cve_2024_2511, openssl, push_base};
 use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker_with};
 use patchpilot_e2e::{Service, Stack, wait_for};
-use patchpilot_fleet::bus::subjects;
+use patchpilot_fleet::bus::topics;
 use patchpilot_model::{Finding, JobReason, RemediationJob};
 use tokio_util::sync::CancellationToken;
 
@@ -185,7 +185,7 @@ kind = "stdout"
     }
 
     async fn submit_job(&self, job: RemediationJob) -> anyhow::Result<String> {
-        self.stack.bus.publish(subjects::REMEDIATION_JOB, &job.job_id, &job.to_proto()).await?;
+        self.stack.bus.publish(&topics::REMEDIATIONS, None, &job.job_id, &job).await?;
         Ok(job.remediation_id.to_string())
     }
 

@@ -17,6 +17,7 @@ use patchpilot_e2e::alpine::{busybox_layer, runnable_config};
 use patchpilot_e2e::images::push_image;
 use patchpilot_e2e::sandbox::{processes_mentioning, sandbox};
 use patchpilot_e2e::{Registry, TestDatabase, free_port, run_binary};
+use patchpilot_model::RunOutcome;
 use patchpilot_proto::v1;
 use patchpilot_sandbox::egress::audit::{
     EgressMetrics, EgressRecord, Fanout, MemoryRecorder, PgRecorder, Recorder,
@@ -25,7 +26,7 @@ use patchpilot_sandbox::egress::dial::{Dial, TcpDialer};
 use patchpilot_sandbox::egress::forwarder::ForwarderConfig;
 use patchpilot_sandbox::egress::policy::EgressPolicy;
 use patchpilot_sandbox::egress::resolve::{AliasResolver, HostAliases, SystemResolver};
-use patchpilot_sandbox::run::{EgressSetup, Limits, Outcome, RunObserver, RunRequest, Workspace};
+use patchpilot_sandbox::run::{EgressSetup, Limits, RunObserver, RunRequest, Workspace};
 
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("git")
@@ -106,7 +107,7 @@ echo edited"#;
     let mut seen = Collect::default();
     let report =
         sandbox.execute(request("patch-test", ws, out.path(), script, limits(120, 512)), &mut seen).await?;
-    assert_eq!(report.outcome, Outcome::Completed, "{}", report.reason);
+    assert_eq!(report.outcome, RunOutcome::Completed, "{}", report.reason);
     assert!(String::from_utf8_lossy(&seen.output).contains("edited"));
     let patch = report.artifacts.get("patch").context("no patch artifact")?;
     let text = std::fs::read_to_string(patch).with_context(|| format!("reading {}", patch.display()))?;
@@ -145,7 +146,7 @@ async fn sandbox_run_over_its_time_limit_is_killed_and_leaves_nothing_behind() -
             &mut seen,
         )
         .await?;
-    assert_eq!(report.outcome, Outcome::TimedOut, "{}", report.reason);
+    assert_eq!(report.outcome, RunOutcome::TimedOut, "{}", report.reason);
     assert!(report.reason.contains("wall time 25s exceeded"), "{}", report.reason);
     assert!(
         report.timings.total < Duration::from_secs(40),
@@ -227,7 +228,7 @@ exit 0"#
     aliases.insert("registry.test", vec!["127.0.0.1".parse()?]);
     // Resolvable by the host, so the deny below is the policy's, not DNS's.
     aliases.insert("other.test", vec!["127.0.0.1".parse()?]);
-    let policy = EgressPolicy::from_proto(&v1::EgressPolicy {
+    let policy = EgressPolicy::from_request(&patchpilot_model::EgressPolicy {
         allow_hosts: vec![format!("registry.test:{port}")],
         ..Default::default()
     })?;
@@ -252,7 +253,7 @@ exit 0"#
     let mut seen = Collect::default();
     let report = sandbox.execute(req, &mut seen).await?;
     let output = String::from_utf8_lossy(&seen.output).into_owned();
-    assert_eq!(report.outcome, Outcome::Completed, "{}\n{output}", report.reason);
+    assert_eq!(report.outcome, RunOutcome::Completed, "{}\n{output}", report.reason);
     assert!(output.contains("built"), "{output}");
 
     let records = memory.records();

@@ -17,8 +17,10 @@ use std::time::Duration;
 use patchpilot_e2e::sandbox::{RUN_TIMEOUT, VM_LOCK, is_zombie, private_state, skip_reason, spawn_worker};
 use patchpilot_e2e::{Service, Stack, wait_for};
 use patchpilot_fleet::artifacts::ArtifactStore;
-use patchpilot_fleet::bus::{StreamName, subjects};
-use patchpilot_proto::{Message as _, v1};
+use patchpilot_fleet::bus::{StreamName, topics};
+use patchpilot_model::{
+    EgressPolicy, Retrospective, RunOutcome, RunPurpose, SandboxResult, SandboxRun, Wire as _,
+};
 
 /// A workspace with a text and a binary file, as a folder (to check the
 /// patch against) and as a gzip tar (what the controller uploads).
@@ -35,15 +37,20 @@ fn workspace(stack: &Stack) -> anyhow::Result<(PathBuf, Vec<u8>)> {
     Ok((dir, gz.finish()?))
 }
 
-fn sandbox_run(run_id: &str, workspace_object: &str, script: &str) -> v1::SandboxRun {
-    v1::SandboxRun {
+fn sandbox_run(run_id: &str, workspace_object: &str, script: &str) -> SandboxRun {
+    SandboxRun {
         run_id: run_id.into(),
         remediation_id: "rem-e2e".into(),
-        kind: v1::RunKind::Remediate as i32,
+        purpose: RunPurpose::Remediate,
         workspace_object: workspace_object.into(),
         agent_command: vec!["sh".into(), "-c".into(), script.into()],
-        egress: Some(v1::EgressPolicy::default()),
-        ..Default::default()
+        env: Default::default(),
+        egress: EgressPolicy::default(),
+        limits: Default::default(),
+        docker: false,
+        attempt: 0,
+        ci_logs_object: None,
+        requested_at: None,
     }
 }
 
@@ -51,12 +58,12 @@ fn processes_naming(needle: &str) -> Vec<(u32, String)> {
     patchpilot_e2e::sandbox::processes_mentioning(Path::new(needle))
 }
 
-async fn results(stack: &Stack) -> anyhow::Result<Vec<v1::SandboxResult>> {
+async fn results(stack: &Stack) -> anyhow::Result<Vec<SandboxResult>> {
     let messages = stack.stream_contents(StreamName::SandboxResults).await?;
-    messages.iter().map(|m| Ok(v1::SandboxResult::decode(m.payload.as_ref())?)).collect()
+    messages.iter().map(|m| Ok(SandboxResult::decode(m.payload.as_ref())?)).collect()
 }
 
-async fn wait_result(stack: &Stack, worker: &Service) -> anyhow::Result<v1::SandboxResult> {
+async fn wait_result(stack: &Stack, worker: &Service) -> anyhow::Result<SandboxResult> {
     wait_for("a SandboxResult", RUN_TIMEOUT, || async { Ok(results(stack).await?.into_iter().next()) })
         .await
         .map_err(|e| e.context(format!("worker log:\n{}", worker.log_text())))
@@ -98,20 +105,25 @@ async fn sandbox_run_completes_with_a_patch_that_applies() -> anyhow::Result<()>
     let script = "echo hi > new.txt; getent hosts not-allowed.example.test || true";
     stack
         .bus
-        .publish(subjects::SANDBOX_RUN, "e2e-ok", &sandbox_run("e2e-ok", "workspaces/e2e-ok.tar.gz", script))
+        .publish(
+            &topics::SANDBOX_RUNS,
+            None,
+            "e2e-ok",
+            &sandbox_run("e2e-ok", "workspaces/e2e-ok.tar.gz", script),
+        )
         .await?;
 
     let result = wait_result(&stack, &worker).await?;
-    assert_eq!(result.outcome(), v1::RunOutcome::Completed, "{result:?}\n{}", worker.log_text());
+    assert_eq!(result.outcome, RunOutcome::Completed, "{result:?}\n{}", worker.log_text());
     assert_eq!(result.run_id, "e2e-ok");
     assert_eq!(result.remediation_id, "rem-e2e");
-    assert_eq!(result.exit_code, 0);
-    assert_eq!(result.patch_object, "runs/e2e-ok/patch");
-    let patch = store.get_bytes(&result.patch_object, 1 << 20).await?;
+    assert_eq!(result.exit_code, Some(0));
+    assert_eq!(result.patch_object.as_deref(), Some("runs/e2e-ok/patch"));
+    let patch = store.get_bytes("runs/e2e-ok/patch", 1 << 20).await?;
     let text = String::from_utf8_lossy(&patch);
     assert!(text.contains("new.txt") && text.contains("+hi"), "{text}");
     applies(&checkout, &patch)?;
-    assert!(!result.transcript_object.is_empty());
+    assert!(result.transcript_object.is_some());
     assert!(result.started_at.is_some() && result.finished_at.is_some());
 
     let (state_col, attempt, outcome): (String, i32, String) =
@@ -138,7 +150,7 @@ async fn sandbox_run_completes_with_a_patch_that_applies() -> anyhow::Result<()>
     assert_eq!(result.egress_denied as usize, denials.len(), "{result:?}");
     let retros = stack.stream_contents(StreamName::Retros).await?;
     assert_eq!(retros.len(), 1);
-    let retro = v1::Retrospective::decode(retros[0].payload.as_ref())?;
+    let retro = Retrospective::decode(retros[0].payload.as_ref())?;
     assert_eq!(retro.run_id, "e2e-ok");
 
     // Operators see the run and its denials in `patchpilot status`.
@@ -175,7 +187,8 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
     stack
         .bus
         .publish(
-            subjects::SANDBOX_RUN,
+            &topics::SANDBOX_RUNS,
+            None,
             "e2e-kill",
             &sandbox_run("e2e-kill", "workspaces/e2e-kill.tar.gz", script),
         )
@@ -187,16 +200,16 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
     })
     .await
     .map_err(|e| e.context(format!("worker A log:\n{}", first.log_text())))?;
+    // SIGKILL, reaped before `kill` returns. The VMM runs in its own
+    // process group: a SIGKILLed worker leaves it running.
     first.kill();
-    // The VMM runs in its own process group: a SIGKILLed worker leaves it.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let survivors: Vec<u32> = leftovers.iter().map(|(pid, _)| *pid).filter(|pid| !is_zombie(*pid)).collect();
     assert!(!survivors.is_empty(), "nothing survived the worker; the sweep would have nothing to do");
 
     let mut second = spawn_worker(&stack, &state, "worker-b")?;
     let result = wait_result(&stack, &second).await?;
-    assert_eq!(result.outcome(), v1::RunOutcome::Completed, "{result:?}\n{}", second.log_text());
-    let patch = store.get_bytes(&result.patch_object, 1 << 20).await?;
+    assert_eq!(result.outcome, RunOutcome::Completed, "{result:?}\n{}", second.log_text());
+    let patch = store.get_bytes(result.patch_object.as_deref().unwrap_or_default(), 1 << 20).await?;
     applies(&checkout, &patch)?;
 
     for pid in &survivors {
@@ -214,8 +227,13 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
             .await?;
     assert_eq!((state_col.as_str(), attempt), ("finished", 2));
 
-    // Exactly one result, even after the redelivery settles.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Exactly one result, once the redelivery has settled: the worker's
+    // consumer has nothing pending and nothing unacknowledged.
+    wait_for("the run's redelivery to settle", RUN_TIMEOUT, || async {
+        let states = stack.bus.consumer_states(StreamName::SandboxRuns).await?;
+        Ok(states.iter().all(|c| c.pending == 0 && c.in_flight == 0).then_some(()))
+    })
+    .await?;
     assert_eq!(results(&stack).await?.len(), 1);
     let status = second.terminate(Duration::from_secs(30)).await?;
     assert!(status.success(), "{status:?}\n{}", second.log_text());
