@@ -28,7 +28,7 @@ use patchpilot_fleet::artifacts::ArtifactStore;
 use patchpilot_fleet::bus::{topics, trace};
 use patchpilot_fleet::{Bus, error_chain};
 use patchpilot_model::{
-    JobReason, RemediationJob, RunLimits, RunOutcome, RunPurpose, SandboxResult, Wire as _,
+    ErrorKind, JobReason, RemediationJob, RunLimits, RunOutcome, RunPurpose, SandboxResult, Wire as _,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -50,8 +50,11 @@ use crate::workspace::{self, ContextSpec};
 const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
 /// Steps one remediation may take in one go before others get a turn.
 const STEPS_PER_TURN: usize = 32;
-/// Wait after a step failed for a reason outside the patch (forge down).
+/// First wait after a step failed for a reason outside the patch (forge
+/// down); it doubles with every failure in a row.
 const STEP_RETRY: Duration = Duration::from_secs(15);
+/// The longest wait between attempts of a failing step.
+const STEP_RETRY_MAX: Duration = Duration::from_secs(600);
 /// Where the sandbox puts the workspace.
 const GUEST_WORKSPACE: &str = "/workspace";
 /// Marker prefix of comments the controller posts.
@@ -65,15 +68,80 @@ pub enum Error {
     Store(#[from] store::Error),
 }
 
-/// A step that could not be done now; retried after [`STEP_RETRY`].
+/// Why a step could not be done. Not an `Error` itself, so that every
+/// cause converts into it by its kind with `?`.
 #[derive(Debug)]
-struct StepFailure(String);
+enum StepError {
+    /// Outside the patch (the forge, the object store, the database):
+    /// retried with backoff, up to [`Limits::max_step_attempts`](crate::lifecycle::Limits).
+    Transient(Box<dyn std::error::Error + Send + Sync>),
+    /// Retrying cannot help (the run has no patch, the patch no longer
+    /// vets, the Dockerfile is not in the repository): the work ends now.
+    Permanent {
+        /// Why, for the hand-off and the stored state.
+        reason: String,
+    },
+}
 
-impl<E: std::error::Error + 'static> From<E> for StepFailure {
-    fn from(e: E) -> Self {
-        StepFailure(error_chain(&e))
+impl StepError {
+    fn permanent(reason: impl Into<String>) -> StepError {
+        StepError::Permanent { reason: reason.into() }
+    }
+
+    /// The reason with its whole cause chain, and whether it is permanent.
+    fn describe(&self) -> (String, bool) {
+        match self {
+            StepError::Transient(e) => (error_chain(e.as_ref()), false),
+            StepError::Permanent { reason } => (reason.clone(), true),
+        }
     }
 }
+
+/// A failure a step can meet, and whether retrying may help.
+trait StepCause: std::error::Error + Send + Sync + Sized + 'static {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Transient
+    }
+}
+
+impl<E: StepCause> From<E> for StepError {
+    fn from(e: E) -> Self {
+        match e.kind() {
+            ErrorKind::Transient => StepError::Transient(Box::new(e)),
+            ErrorKind::Permanent => StepError::Permanent { reason: error_chain(&e) },
+        }
+    }
+}
+
+impl StepCause for crate::forge::Error {
+    fn kind(&self) -> ErrorKind {
+        crate::forge::Error::kind(self)
+    }
+}
+impl StepCause for publisher::Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            publisher::Error::Forge(e) => e.kind(),
+            publisher::Error::NothingStaged(_) => ErrorKind::Permanent,
+            _ => ErrorKind::Transient,
+        }
+    }
+}
+impl StepCause for workspace::Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            workspace::Error::Invalid(_) => ErrorKind::Permanent,
+            _ => ErrorKind::Transient,
+        }
+    }
+}
+impl StepCause for store::Error {}
+impl StepCause for crate::git::GitError {}
+impl StepCause for crate::forge::credential::RemoteGitError {}
+impl StepCause for vet::VetError {}
+impl StepCause for std::io::Error {}
+impl StepCause for patchpilot_fleet::artifacts::Error {}
+impl StepCause for patchpilot_fleet::bus::Error {}
 
 /// What a main-line action came to.
 enum Step {
@@ -218,10 +286,14 @@ impl Executor {
                             .await?;
                         continue;
                     }
-                    Err(StepFailure(reason)) => {
+                    Err(e) => {
+                        // A side effect is never dropped: the outbox keeps
+                        // it until it is done.
+                        let (reason, permanent) = e.describe();
                         tracing::warn!(
                             action = action_name(&action),
                             reason,
+                            permanent,
                             "side effect failed; retrying later"
                         );
                         self.store.snooze(lease, STEP_RETRY).await?;
@@ -250,9 +322,20 @@ impl Executor {
                     self.store.snooze(lease, wait).await?;
                     return Ok(());
                 }
-                Err(StepFailure(reason)) => {
-                    tracing::warn!(state = %state_name(&machine.state), reason, "step failed; retrying later");
-                    self.store.snooze(lease, STEP_RETRY).await?;
+                Err(e) => {
+                    let (reason, permanent) = e.describe();
+                    let state = state_name(&machine.state);
+                    machine
+                        .apply(Event::StepFailed { reason: reason.clone(), permanent }, &self.config.limits);
+                    self.store.save(lease, &from, &machine, "step_failed").await?;
+                    if machine.is_terminal() {
+                        tracing::warn!(%state, reason, permanent, to = %state_name(&machine.state), "step failed; the work ends");
+                        // Its side effects (notice, hand-off comment) next.
+                        continue;
+                    }
+                    let attempts = machine.counters.step_failures;
+                    tracing::warn!(%state, reason, attempts, "step failed; retrying later");
+                    self.store.snooze(lease, step_backoff(attempts)).await?;
                     return Ok(());
                 }
             }
@@ -269,7 +352,7 @@ impl Executor {
         repo: &Repo,
         details: &Details,
         action: &Action,
-    ) -> Result<Step, StepFailure> {
+    ) -> Result<Step, StepError> {
         match action {
             Action::RequestRun { purpose, run_id } => {
                 self.request_run(machine, job, repo, details, *purpose, run_id).await
@@ -302,7 +385,7 @@ impl Executor {
                 }
             }
             // Side effects never come from `pending()`.
-            other => Err(StepFailure(format!("{} is not a main-line action", action_name(other)))),
+            other => Err(StepError::permanent(format!("{} is not a main-line action", action_name(other)))),
         }
     }
 
@@ -317,12 +400,24 @@ impl Executor {
         details: &Details,
         purpose: RunPurpose,
         run_id: &str,
-    ) -> Result<Step, StepFailure> {
+    ) -> Result<Step, StepError> {
         let scratch = self.scratch(&machine.remediation_id)?;
         let ws = scratch.path().join("ws");
         let remote = self.forge.remote(repo, Access::Read).await?;
         let branch = self.base_for(job, details, purpose);
         let base_sha = workspace::clone(&remote, &branch, &ws).await?;
+        // Read before anything is packed: a job naming no Dockerfile fails
+        // here, naming the path, rather than late in the VM.
+        let dockerfile = match std::fs::read_to_string(ws.join(&job.target.dockerfile)) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StepError::permanent(format!(
+                    "target.dockerfile: {} is not in {repo} at {branch} ({base_sha})",
+                    job.target.dockerfile
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
         let spec = ContextSpec {
             run_id: run_id.to_owned(),
             remediation_id: machine.remediation_id.clone(),
@@ -348,7 +443,6 @@ impl Executor {
         if let Some(source) = &self.config.agent_db_source {
             workspace::copy_tree(source, &ws.join(".patchpilot/db"))?;
         }
-        let dockerfile = std::fs::read_to_string(ws.join(&job.target.dockerfile)).unwrap_or_default();
         let packed = workspace::pack(&ws)?;
         let object = format!("workspaces/{run_id}.tar.gz");
         self.artifacts.put_bytes(&object, &packed).await?;
@@ -387,7 +481,7 @@ impl Executor {
     }
 
     /// The run's result, or how long to wait for it.
-    async fn await_result(&self, run_id: &str) -> Result<Step, StepFailure> {
+    async fn await_result(&self, run_id: &str) -> Result<Step, StepError> {
         let Some(record) = self.store.run(run_id).await? else {
             return Ok(Step::Event(Event::RunEnded(RunEnd::Infrastructure {
                 reason: format!("run {run_id} was never recorded as requested"),
@@ -405,8 +499,8 @@ impl Executor {
     }
 
     /// The stored record of a run this controller requested.
-    async fn run_record(&self, run_id: &str) -> Result<RunRecord, StepFailure> {
-        self.store.run(run_id).await?.ok_or_else(|| StepFailure(format!("run {run_id} unknown")))
+    async fn run_record(&self, run_id: &str) -> Result<RunRecord, StepError> {
+        self.store.run(run_id).await?.ok_or_else(|| StepError::permanent(format!("run {run_id} unknown")))
     }
 
     /// Clones the base the run worked on into `dir/clone` and vets the
@@ -421,10 +515,10 @@ impl Executor {
         details: &Details,
         purpose: RunPurpose,
         record: &RunRecord,
-    ) -> Result<vet::VetReport, StepFailure> {
+    ) -> Result<vet::VetReport, StepError> {
         let base_sha = record.base_sha.as_str();
         let Some(patch_object) = record.result.as_ref().and_then(|r| r.patch_object.as_deref()) else {
-            return Err(StepFailure(format!("run {} has no patch", record.run_id)));
+            return Err(StepError::permanent(format!("run {} has no patch", record.run_id)));
         };
         let patch = self.artifacts.get_bytes(patch_object, MAX_ARTIFACT_BYTES).await?;
         let context = match purpose {
@@ -468,14 +562,16 @@ impl Executor {
         repo: &Repo,
         details: &Details,
         run_id: &str,
-    ) -> Result<Step, StepFailure> {
+    ) -> Result<Step, StepError> {
         let record = self.run_record(run_id).await?;
         let purpose = record.purpose;
         let scratch = self.scratch(&machine.remediation_id)?;
         let report =
             self.apply_run_patch(scratch.path(), machine, job, repo, details, purpose, &record).await?;
         if !report.accepted {
-            return Err(StepFailure(format!("the patch of {run_id} no longer passes vetting:\n{report}")));
+            return Err(StepError::permanent(format!(
+                "the patch of {run_id} no longer passes vetting:\n{report}"
+            )));
         }
         let fix_report = self
             .store
@@ -531,7 +627,7 @@ impl Executor {
         repo: &Repo,
         details: &Details,
         action: &Action,
-    ) -> Result<(), StepFailure> {
+    ) -> Result<(), StepError> {
         let forge = self.forge.as_ref();
         match action {
             Action::Rerun { check_ids } => {
@@ -585,7 +681,7 @@ impl Executor {
 
     /// What was tried, for a hand-off comment: every sandbox run and how
     /// it ended.
-    async fn runs_tried(&self, remediation_id: &str) -> Result<String, StepFailure> {
+    async fn runs_tried(&self, remediation_id: &str) -> Result<String, StepError> {
         let runs = self.store.runs_of(remediation_id).await?;
         if runs.is_empty() {
             return Ok(String::new());
@@ -602,7 +698,7 @@ impl Executor {
 
     /// Posts `body` with a marker for `key` unless a comment with that
     /// marker is already there.
-    async fn comment_once(&self, repo: &Repo, number: u64, key: &str, body: &str) -> Result<(), StepFailure> {
+    async fn comment_once(&self, repo: &Repo, number: u64, key: &str, body: &str) -> Result<(), StepError> {
         let marker = format!("{COMMENT_MARKER}{key} -->");
         let existing = self.forge.comments(repo, number).await?;
         if existing.iter().any(|c| c.body.contains(&marker)) {
@@ -623,12 +719,19 @@ impl Executor {
     }
 
     /// A scratch folder for one step, removed when dropped.
-    fn scratch(&self, remediation_id: &str) -> Result<tempfile::TempDir, StepFailure> {
+    fn scratch(&self, remediation_id: &str) -> Result<tempfile::TempDir, StepError> {
         std::fs::create_dir_all(&self.config.work_dir)?;
         let prefix: String =
             remediation_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
         Ok(tempfile::Builder::new().prefix(&format!("{prefix}-")).tempdir_in(&self.config.work_dir)?)
     }
+}
+
+/// How long to wait after the `attempts`-th failure in a row of a step:
+/// [`STEP_RETRY`], doubling, at most [`STEP_RETRY_MAX`].
+fn step_backoff(attempts: u32) -> Duration {
+    let doublings = attempts.saturating_sub(1).min(16);
+    (STEP_RETRY * 2u32.pow(doublings)).min(STEP_RETRY_MAX)
 }
 
 /// How long to wait before looking at pending CI again: the configured
@@ -717,7 +820,7 @@ fn event_name(event: &Event) -> String {
             format!("checks_failed:{}:infra={infra}", checks.len())
         }
         Event::Abandon { .. } => "abandon".into(),
-        Event::StepError { .. } => "step_error".into(),
+        Event::StepFailed { .. } => "step_failed".into(),
     }
 }
 

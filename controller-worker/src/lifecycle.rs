@@ -2,10 +2,15 @@
 //! state and what just happened, the next state and the actions to take.
 //!
 //! ```text
-//! queued → preparing → remediating → vetting → publishing → ci_pending → succeeded
-//!                          ▲                                    │
-//!                          └──── repairing ◄── ci_failed ◄──────┘
-//!         any state → needs_human (repair limit, vet refusal) | failed | superseded
+//! queued → preparing → running → vetting → publishing → ci_pending → succeeded
+//!             ▲   (each with a purpose:                      │
+//!             │    remediate, or repair)                     │ checks failed,
+//!             └──────────── preparing{repair} ◄──────────────┘ the patch's fault
+//!
+//! any state → needs_human (repair limit, vet refusal, no change, a step
+//!             that cannot succeed once a PR exists)
+//!           | failed (runs keep failing, a step that cannot succeed before
+//!             a PR exists, an unusable job) | superseded
 //! ```
 //!
 //! Keeping the decisions here, free of I/O, is what makes the controller
@@ -24,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 /// Limits the machine enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Limits {
     /// Repair runs before the PR goes to a person.
     pub max_repairs: u32,
@@ -32,11 +38,15 @@ pub struct Limits {
     /// Sandbox runs that end in an infrastructure error, retried before the
     /// remediation fails.
     pub max_run_retries: u32,
+    /// Attempts of one step that keeps failing for a transient reason
+    /// (forge or object store down) before the remediation ends; the
+    /// executor backs off between them.
+    pub max_step_attempts: u32,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_repairs: 3, max_infra_retries: 2, max_run_retries: 2 }
+        Limits { max_repairs: 3, max_infra_retries: 2, max_run_retries: 2, max_step_attempts: 8 }
     }
 }
 
@@ -93,6 +103,7 @@ pub enum State {
 
 /// Counters that survive state changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counters {
     /// Repair runs requested so far.
     pub repairs: u32,
@@ -102,6 +113,9 @@ pub struct Counters {
     pub run_retries: u32,
     /// Runs requested so far (names the next run).
     pub runs: u32,
+    /// Failed attempts of the current step in a row; any other event
+    /// resets it.
+    pub step_failures: u32,
 }
 
 /// How a sandbox run ended, as the controller sees it.
@@ -173,11 +187,15 @@ pub enum Event {
         /// Why.
         reason: String,
     },
-    /// Something failed that is not the patch's or CI's (forge down): the
-    /// step is retried later, no state change.
-    StepError {
-        /// Why.
+    /// The step in hand failed. A transient failure (forge down) is
+    /// counted and the step retried later, up to
+    /// [`Limits::max_step_attempts`]; a permanent one (the run has no
+    /// patch, the Dockerfile is not in the repository) ends the work now.
+    StepFailed {
+        /// Why, with the cause.
         reason: String,
+        /// Whether retrying cannot help.
+        permanent: bool,
     },
 }
 
@@ -329,6 +347,9 @@ impl Machine {
     /// Applies `event` like [`Machine::on`] and keeps the side effects in
     /// the outbox; returns the main-line action to take next.
     pub fn apply(&mut self, event: Event, limits: &Limits) -> Option<Action> {
+        if !matches!(event, Event::StepFailed { .. }) {
+            self.counters.step_failures = 0;
+        }
         let actions = self.on(event, limits);
         for action in actions {
             if is_side_effect(&action) {
@@ -372,13 +393,31 @@ impl Machine {
         vec![Action::Notify(Notice::Failed)]
     }
 
+    /// Ends work that cannot go on: with a PR open a person takes it over
+    /// (the fix stays); without one the remediation fails.
+    fn give_up(&mut self, reason: String) -> Vec<Action> {
+        if self.has_pr { self.hand_off(reason) } else { self.fail(reason) }
+    }
+
     /// Applies `event`; returns the actions to perform once the new state
     /// is stored. Events that do not fit the state change nothing (a late
     /// result of a superseded run, a duplicate delivery).
     pub fn on(&mut self, event: Event, limits: &Limits) -> Vec<Action> {
         use State::*;
         match (self.state.clone(), event) {
-            (_, Event::StepError { .. }) => Vec::new(),
+            (_, Event::StepFailed { reason, permanent }) if !self.is_terminal() => {
+                self.counters.step_failures += 1;
+                let attempts = self.counters.step_failures;
+                if permanent {
+                    self.counters.step_failures = 0;
+                    self.give_up(format!("A step cannot succeed: {reason}"))
+                } else if attempts >= limits.max_step_attempts {
+                    self.counters.step_failures = 0;
+                    self.give_up(format!("A step failed {attempts} times in a row: {reason}"))
+                } else {
+                    Vec::new()
+                }
+            }
             (_, Event::Abandon { reason }) if !self.is_terminal() => self.fail(reason),
             (_, Event::Resolved) => {
                 let actions = if self.has_pr {
@@ -478,7 +517,56 @@ mod tests {
     use super::*;
 
     fn limits() -> Limits {
-        Limits { max_repairs: 2, max_infra_retries: 1, max_run_retries: 1 }
+        Limits { max_repairs: 2, max_infra_retries: 1, max_run_retries: 1, max_step_attempts: 3 }
+    }
+
+    fn step_failed(permanent: bool) -> Event {
+        Event::StepFailed { reason: "forge: rejected".into(), permanent }
+    }
+
+    #[test]
+    fn a_permanent_step_failure_fails_before_a_pr_and_hands_off_after() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        m.apply(Event::Job, &l);
+        assert_eq!(m.on(step_failed(true), &l), vec![Action::Notify(Notice::Failed)]);
+        assert!(
+            matches!(&m.state, State::Failed { reason } if reason.contains("forge: rejected")),
+            "{:?}",
+            m.state
+        );
+
+        let mut m = Machine::new("rem-2", 1);
+        to_ci(&mut m, &l, "abc");
+        let actions = m.on(step_failed(true), &l);
+        assert!(actions.contains(&Action::LabelNeedsHuman), "{actions:?}");
+        assert!(matches!(m.state, State::NeedsHuman { .. }), "{:?}", m.state);
+    }
+
+    #[test]
+    fn transient_step_failures_count_up_to_the_limit_and_progress_resets_them() {
+        let l = limits();
+        let mut m = Machine::new("rem-1", 1);
+        m.apply(Event::Job, &l);
+        for _ in 1..l.max_step_attempts {
+            m.apply(step_failed(false), &l);
+            assert!(matches!(m.state, State::Preparing { .. }), "{:?}", m.state);
+        }
+        assert_eq!(m.counters.step_failures, l.max_step_attempts - 1);
+        let run = run_id(&m.remediation_id, m.revision, m.counters.runs);
+        m.apply(Event::RunRequested { run_id: run }, &l);
+        assert_eq!(m.counters.step_failures, 0, "progress resets the count");
+        for _ in 0..l.max_step_attempts {
+            m.apply(step_failed(false), &l);
+        }
+        assert!(
+            matches!(&m.state, State::Failed { reason } if reason.contains("3 times in a row")),
+            "{:?}",
+            m.state
+        );
+        // Stored machines from before the counter read as zero.
+        let old = r#"{"repairs":1,"infra_retries":0,"run_retries":0,"runs":2}"#;
+        assert_eq!(serde_json::from_str::<Counters>(old).expect("reads").step_failures, 0);
     }
 
     fn requested(actions: &[Action]) -> String {

@@ -21,7 +21,7 @@ use crate::lifecycle::{Machine, State};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The database failed.
-    #[error("controller store: {0}")]
+    #[error("controller store")]
     Database(#[from] sqlx::Error),
     /// A stored machine does not parse (a newer controller wrote it?).
     #[error("remediation {remediation_id}: stored state does not parse: {reason}")]

@@ -13,6 +13,7 @@
 //! Nothing here may put a credential into the workspace: the clone's remote
 //! URL carries none, and the credential helper is gone once the clone is.
 
+use patchpilot_model::{IoError, io};
 use std::path::{Path, PathBuf};
 
 use patchpilot_model::context::{self as ctx, CONTEXT_DIR};
@@ -59,22 +60,11 @@ pub enum Error {
     #[error("git credential helper: {0}")]
     Credential(String),
     /// Writing the context or packing failed.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     /// The task is not valid.
     #[error("{0}")]
     Invalid(String),
-}
-
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
-    let context = context.into();
-    move |source| Error::Io { context, source }
 }
 
 /// The smallest-change rules every run gets.
@@ -161,7 +151,7 @@ pub fn write_context(workspace: &Path, spec: &ContextSpec) -> Result<(), Error> 
         ..Task::new(spec.dockerfile.clone(), spec.findings.clone())
     };
     let write = |name: &str, bytes: &[u8]| -> Result<(), Error> {
-        std::fs::write(dir.join(name), bytes).map_err(io(format!("writing {CONTEXT_DIR}/{name}")))
+        Ok(std::fs::write(dir.join(name), bytes).map_err(io(format!("writing {CONTEXT_DIR}/{name}")))?)
     };
     let task_json =
         serde_json::to_vec_pretty(&task).map_err(|e| Error::Invalid(format!("task.json: {e}")))?;
@@ -238,7 +228,7 @@ pub fn pack(workspace: &Path) -> Result<Vec<u8>, Error> {
     tar.mode(tar::HeaderMode::Deterministic);
     tar.append_dir_all(".", workspace).map_err(io(format!("packing {}", workspace.display())))?;
     let gz = tar.into_inner().map_err(io("packing the workspace"))?;
-    gz.finish().map_err(io("compressing the workspace"))
+    Ok(gz.finish().map_err(io("compressing the workspace"))?)
 }
 
 #[cfg(test)]

@@ -43,6 +43,16 @@ impl std::fmt::Display for ValidationError {
 
 impl std::error::Error for ValidationError {}
 
+/// Whether trying again later may help: what every error a service acts on
+/// says of itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Outside the work itself (a service down, a timeout): retry later.
+    Transient,
+    /// Retrying cannot help (bad input, refused, missing): stop and say why.
+    Permanent,
+}
+
 /// An error and its whole `source()` chain on one line, `outer: cause: root`,
 /// for logs, results and dead-letter reasons (the error policy: a cause
 /// lives in `#[source]`, not in its parent's message, and the whole chain is
@@ -56,4 +66,36 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     text
+}
+
+/// An I/O error and what was being done. Each crate's error has one
+/// `#[error(transparent)] Io(#[from] IoError)` variant, and call sites
+/// write `.map_err(io("reading {path}"))?`: one helper, the cause kept
+/// in `#[source]`.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}")]
+pub struct IoError {
+    /// What was being done: "writing /run/x/config.json".
+    pub context: String,
+    /// The cause.
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl IoError {
+    /// `source` met while doing `context`.
+    pub fn new(context: impl Into<String>, source: std::io::Error) -> IoError {
+        IoError { context: context.into(), source }
+    }
+
+    /// The underlying error's kind.
+    pub fn kind(&self) -> std::io::ErrorKind {
+        self.source.kind()
+    }
+}
+
+/// Wraps an I/O error with what was being done, for `map_err`.
+pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> IoError {
+    let context = context.into();
+    move |source| IoError { context, source }
 }

@@ -42,7 +42,7 @@ pub use assessment::{
     ASSESSMENT_SCHEMA, Assessment, AssessmentDocument, Cvss, Finding, FindingKey, ImageDigest,
     OperatingSystem, Package, Platform, Severity, SubmittedAssessment,
 };
-pub use error::{ValidationError, error_chain};
+pub use error::{ErrorKind, IoError, ValidationError, error_chain, io};
 pub use event::Event;
 pub use remediation::{ImageSummary, JobReason, RemediationId, RemediationJob, RepositoryTarget};
 pub use report::{

@@ -19,6 +19,7 @@
 //! The build never reads the host's environment into the image and never
 //! copies host configuration (resolv.conf, credentials, sockets) into it.
 
+use patchpilot_model::{IoError, io};
 use std::collections::{BTreeSet, HashMap};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -71,19 +72,8 @@ pub enum Error {
     #[error("{0}")]
     Input(String),
     /// File-system trouble.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
-    let context = context.into();
-    move |source| Error::Io { context, source }
+    #[error(transparent)]
+    Io(#[from] IoError),
 }
 
 fn list(text: &str) -> Vec<String> {
@@ -99,7 +89,7 @@ fn run(cmd: &mut Command) -> Result<std::process::Output, Error> {
                 hint: "run `scripts/services vm`".into(),
             }
         } else {
-            Error::Io { context: shown.clone(), source: e }
+            Error::Io(IoError::new(shown.clone(), e))
         }
     })?;
     if !out.status.success() {
@@ -429,7 +419,7 @@ fn stripped(binary: &Path) -> Result<Vec<u8>, Error> {
         .stderr(std::process::Stdio::null())
         .status();
     let source = if matches!(status, Ok(s) if s.success()) { out.path() } else { binary };
-    std::fs::read(source).map_err(io(format!("reading {}", source.display())))
+    Ok(std::fs::read(source).map_err(io(format!("reading {}", source.display())))?)
 }
 
 /// Feeds the file at `path` to `h`; `what` names it in errors.
@@ -468,7 +458,7 @@ fn add_agent(base: &Path, agent: &Path, out: &Path) -> Result<(), Error> {
         let _ = std::fs::remove_file(&partial);
         return Err(Error::Command { command: "debugfs write patchpilot-agent".into(), detail: log });
     }
-    std::fs::rename(&partial, out).map_err(io(format!("moving {} in place", out.display())))
+    Ok(std::fs::rename(&partial, out).map_err(io(format!("moving {} in place", out.display())))?)
 }
 
 /// Removes all but the newest `keep` initramfs files: each guest agent
@@ -534,7 +524,7 @@ fn extract_vmlinux(bzimage: &Path, out: &Path) -> Result<(), Error> {
         match stdin.write_all(&data[start..]) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            Err(e) => return Err(Error::Io { context: "feeding xz".into(), source: e }),
+            Err(e) => return Err(Error::Io(IoError::new("feeding xz", e))),
         }
     }
     let status = child.wait_with_output().map_err(io("waiting for xz"))?;

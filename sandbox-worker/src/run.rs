@@ -8,6 +8,7 @@
 //! before `execute` returns. Limits are enforced here, on the host, because
 //! the guest is not trusted to enforce them on itself.
 
+use patchpilot_model::{IoError, io};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,25 +50,14 @@ pub enum Error {
     #[error(transparent)]
     Vmm(#[from] crate::vmm::Error),
     /// The guest image could not be built.
-    #[error("guest image: {0}")]
+    #[error("guest image")]
     Image(#[from] crate::image::Error),
     /// Host file-system trouble.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     /// The request is not valid.
     #[error("{0}")]
     Invalid(String),
-}
-
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
-    let context = context.into();
-    move |source| Error::Io { context, source }
 }
 
 /// Resource limits of one run.

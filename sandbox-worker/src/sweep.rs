@@ -15,6 +15,7 @@
 //! does not name this state folder's `runs/`, and never touch anything
 //! outside the state folder.
 
+use patchpilot_model::{IoError, io};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -44,14 +45,8 @@ pub enum Error {
         holder: String,
     },
     /// File-system trouble.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     /// A leftover process would not die.
     #[error("leftover process {pid} ({cmdline}) is still alive {secs}s after SIGKILL")]
     Unkillable {
@@ -62,11 +57,6 @@ pub enum Error {
         /// How long the sweep waited.
         secs: u64,
     },
-}
-
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
-    let context = context.into();
-    move |source| Error::Io { context, source }
 }
 
 /// The exclusive lock on a state folder; released when dropped (or when the
@@ -103,10 +93,10 @@ impl StateLock {
                 return Err(Error::Locked { path, holder });
             }
             Err((_, errno)) => {
-                return Err(Error::Io {
-                    context: format!("locking {}", path.display()),
-                    source: errno.into(),
-                });
+                return Err(Error::Io(patchpilot_model::IoError::new(
+                    format!("locking {}", path.display()),
+                    errno.into(),
+                )));
             }
         };
         // Only the holder writes the pid, so truncating here races no one.
@@ -166,10 +156,10 @@ fn sweep_with_proc(proc_root: &Path, state_dir: &Path) -> Result<SweepReport, Er
             // Gone already: nothing to do.
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => {
-                return Err(Error::Io {
-                    context: format!("killing leftover process {} ({})", leftover.pid, leftover.cmdline),
-                    source: e.into(),
-                });
+                return Err(Error::Io(patchpilot_model::IoError::new(
+                    format!("killing leftover process {} ({})", leftover.pid, leftover.cmdline),
+                    e.into(),
+                )));
             }
         }
     }
@@ -194,7 +184,7 @@ fn sweep_with_proc(proc_root: &Path, state_dir: &Path) -> Result<SweepReport, Er
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io(format!("reading {}", dir.display()))(e)),
+            Err(e) => return Err(io(format!("reading {}", dir.display()))(e).into()),
         };
         for entry in entries {
             let entry = entry.map_err(io(format!("reading {}", dir.display())))?;

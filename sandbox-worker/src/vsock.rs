@@ -24,7 +24,7 @@ pub use patchpilot_sandbox_wire::vsock::CONTROL_PORT;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The socket could not be reached or the handshake broke.
-    #[error("vsock {path}: {source}")]
+    #[error("vsock {path}")]
     Io {
         /// The hybrid-vsock socket.
         path: PathBuf,
@@ -43,7 +43,7 @@ pub enum Error {
         answer: String,
     },
     /// tonic could not set the channel up.
-    #[error("gRPC channel over vsock: {0}")]
+    #[error("gRPC channel over vsock")]
     Channel(#[from] tonic::transport::Error),
 }
 

@@ -334,6 +334,19 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(self, Error::RateLimited { .. } | Error::Unavailable { .. })
     }
+
+    /// Transient, or permanent: a refusal, a denial or bad input of ours
+    /// will not change by waiting (a person must act). "Not found" is
+    /// transient: forges are eventually consistent (a commit just pushed,
+    /// a PR just opened), and the step's attempt limit bounds it.
+    pub fn kind(&self) -> patchpilot_model::ErrorKind {
+        match self {
+            Error::Rejected { .. } | Error::Denied { .. } | Error::Invalid(_) => {
+                patchpilot_model::ErrorKind::Permanent
+            }
+            _ => patchpilot_model::ErrorKind::Transient,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -297,7 +297,7 @@ pub enum VetError {
         changes: String,
     },
     /// Reading the applied tree failed.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Io {
         /// The file.
         path: String,

@@ -58,7 +58,7 @@ pub struct ForwarderConfig {
 /// Why the forwarder could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot listen on {path}: {source}")]
+    #[error("cannot listen on {path}")]
     Bind {
         path: PathBuf,
         #[source]

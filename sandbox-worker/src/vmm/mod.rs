@@ -11,6 +11,7 @@
 pub mod firecracker;
 pub mod qemu;
 
+use patchpilot_model::IoError;
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -139,19 +140,13 @@ pub enum Error {
         body: String,
     },
     /// Input/output on a file, socket or process.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
 }
 
 impl Error {
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io(IoError::new(context, source))
     }
 }

@@ -642,9 +642,11 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
             Ok::<_, sweep::Error>((lock, swept))
         })
         .await
-        .map_err(|e| sweep::Error::Io {
-            context: "the start-up sweep task".into(),
-            source: std::io::Error::other(e),
+        .map_err(|e| {
+            sweep::Error::Io(patchpilot_model::IoError::new(
+                "the start-up sweep task",
+                std::io::Error::other(e),
+            ))
         })??
     };
     for leftover in &swept.killed {

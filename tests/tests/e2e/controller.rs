@@ -321,7 +321,20 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
         jobs.push(j.clone());
         ids.push(lp.submit_job(j).await?);
     }
+    // A job naming a Dockerfile the repository does not have: a permanent
+    // failure at once, naming the path, with no run requested.
+    let mut missing = job("green");
+    missing.target.dockerfile = "services/gone/Dockerfile".into();
+    let missing_id = lp.submit_job(missing).await?;
+    ids.push(missing_id.clone());
     let ends = lp.wait_terminal(&ids, Duration::from_secs(1200)).await?;
+    let (state, machine) = &ends[ids.len() - 1];
+    assert_eq!(state, "failed", "{machine}");
+    assert!(
+        machine.contains("target.dockerfile: services/gone/Dockerfile is not in acme/green"),
+        "{machine}"
+    );
+    assert_eq!(lp.runs(&missing_id).await?, vec![], "no run for a job that cannot be worked");
     let log = controller.log_text();
     let by_name = |name: &str| scenarios.iter().position(|s| *s == name).map(|i| (&ids[i], &ends[i]));
 
