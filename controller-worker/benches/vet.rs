@@ -9,7 +9,7 @@ mod vendored;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use patchpilot_controller::git::Git;
+use patchpilot_git::Git;
 use patchpilot_controller::vet::{VetContext, VetPolicy, vet_patch};
 
 const RUNS: usize = 5;

@@ -136,7 +136,7 @@ impl StepCause for workspace::Error {
     }
 }
 impl StepCause for store::Error {}
-impl StepCause for crate::git::GitError {}
+impl StepCause for patchpilot_git::GitError {}
 impl StepCause for crate::forge::credential::RemoteGitError {}
 impl StepCause for vet::VetError {}
 impl StepCause for std::io::Error {}
@@ -544,7 +544,7 @@ impl Executor {
             // The branch moved since the run started (most often: this very
             // patch was pushed before a crash). The patch applies where the
             // run began; publishing then finds its tree already pushed.
-            let git = crate::git::Git::new(&clone);
+            let git = patchpilot_git::Git::new(&clone);
             let fetch = ["fetch", "-q", "--no-tags", "--depth", "1", &remote.url, base_sha];
             crate::forge::credential::run_git_remote(&git, &remote, &fetch).await?;
             git.run(&["checkout", "-q", "--detach", base_sha]).await?;

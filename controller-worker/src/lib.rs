@@ -6,7 +6,7 @@
 //!   GitHub App with tokens scoped to one repository, and a local forge of
 //!   bare repositories, pull requests in Postgres and a local CI runner;
 //! - git, run only with the repository's hooks and config kept from
-//!   running code ([`git`]), with tokens served from memory
+//!   running code (`patchpilot_git`), with tokens served from memory
 //!   ([`forge::credential`]);
 //! - workspace preparation for sandbox runs ([`workspace`]) and the run
 //!   requests with the egress the repository's ecosystems need ([`runs`]);
@@ -32,7 +32,6 @@ pub mod ci_watch;
 pub mod config;
 pub mod executor;
 pub mod forge;
-pub mod git;
 pub mod lifecycle;
 pub mod notify;
 pub mod publish;

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use crate::forge::credential::{RemoteGitError, run_git_remote};
 use crate::forge::{Access, Forge, NewPullRequest, PullRequest, Repo};
-use crate::git::{Git, GitError};
+use patchpilot_git::{Git, GitError};
 
 /// What to publish.
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ use patchpilot_model::{Finding, RunPurpose, Task, TaskRegistry};
 
 use crate::forge::GitRemote;
 use crate::forge::credential::{RemoteGitError, run_git_remote};
-use crate::git::{Git, GitError};
+use patchpilot_git::{Git, GitError};
 
 /// What goes into `.patchpilot/`.
 #[derive(Debug, Clone)]

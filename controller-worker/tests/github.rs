@@ -32,7 +32,7 @@ use patchpilot_controller::forge::{
     Access, Check, CheckSource, CheckState, Error, Forge, GitCredential, NewPullRequest, PrState, Repo,
     Secret, StatusState,
 };
-use patchpilot_controller::git::Git;
+use patchpilot_git::Git;
 use serde_json::{Value, json};
 
 /// The token every octokit fixture was recorded with.

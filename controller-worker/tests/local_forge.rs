@@ -10,7 +10,7 @@ use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_controller::forge::{
     Access, Check, CheckSource, CheckState, Error, Forge, NewPullRequest, PrState, Repo, StatusState,
 };
-use patchpilot_controller::git::Git;
+use patchpilot_git::Git;
 use tokio_util::sync::CancellationToken;
 
 mod support;

@@ -4,7 +4,7 @@
 
 use patchpilot_controller::forge::local::LocalForge;
 use patchpilot_controller::forge::{Access, Forge, Repo};
-use patchpilot_controller::git::Git;
+use patchpilot_git::Git;
 use patchpilot_controller::publisher::{PublishRequest, publish_change};
 
 mod support;

@@ -8,7 +8,7 @@ mod vendored;
 
 use std::path::{Path, PathBuf};
 
-use patchpilot_controller::git::Git;
+use patchpilot_git::Git;
 use patchpilot_controller::vet::{
     ChangeKind, RejectReason, VetContext, VetPolicy, VetReport, required_edits_from_patch,
     secrets::find_secret, vet_patch,

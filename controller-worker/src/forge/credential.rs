@@ -34,7 +34,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::process::Command;
 
 use crate::forge::{Error, GitCredential};
-use crate::git::Git;
+use patchpilot_git::Git;
 
 /// The hidden subcommand of the controller binary that runs the helper.
 pub const SUBCOMMAND: &str = "git-credential";
@@ -368,10 +368,10 @@ mod tests {
 /// credential served from memory for the duration of the call, or plainly
 /// when the remote needs none.
 pub async fn run_git_remote(
-    git: &crate::git::Git,
+    git: &patchpilot_git::Git,
     remote: &crate::forge::GitRemote,
     args: &[&str],
-) -> Result<crate::git::GitOutput, RemoteGitError> {
+) -> Result<patchpilot_git::GitOutput, RemoteGitError> {
     match &remote.credential {
         Some(cred) => {
             let guard = with_credential(&remote.url, cred)
@@ -389,7 +389,7 @@ pub async fn run_git_remote(
 pub enum RemoteGitError {
     /// git failed.
     #[error(transparent)]
-    Git(#[from] crate::git::GitError),
+    Git(#[from] patchpilot_git::GitError),
     /// The credential helper could not be set up.
     #[error("git credential helper: {0}")]
     Credential(String),

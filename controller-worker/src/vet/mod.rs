@@ -11,7 +11,7 @@
 //! behind.
 //!
 //! What it must never do:
-//! - run repository code: git runs only through [`crate::git::Git`] (hooks,
+//! - run repository code: git runs only through [`patchpilot_git::Git`] (hooks,
 //!   fsmonitor, attribute files and filters off), and files are read for
 //!   their first bytes and lines, never executed, built or interpreted;
 //! - trust the patch's metadata beyond parsing it: paths are checked before
@@ -33,7 +33,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::git::{Git, GitError};
+use patchpilot_git::{Git, GitError};
 pub use content::{BinaryKind, sniff};
 pub use repair::required_edits_from_patch;
 

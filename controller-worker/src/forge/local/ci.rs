@@ -32,7 +32,7 @@ use tracing::Instrument as _;
 
 use super::{LocalForge, db, is_sha, local};
 use crate::forge::{Error, Repo};
-use crate::git::Git;
+use patchpilot_git::Git;
 
 /// How the runner behaves.
 #[derive(Debug, Clone)]

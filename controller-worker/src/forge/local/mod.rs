@@ -26,7 +26,7 @@ use super::{
     Access, Check, CheckSource, CheckState, Comment, Error, Forge, GitRemote, NewPullRequest, PrState,
     PullRequest, Repo, StatusState,
 };
-use crate::git::Git;
+use patchpilot_git::Git;
 
 /// `SELECT … FROM local_forge_pull_requests <condition>` as one literal
 /// (sqlx accepts only static SQL without an audit marker).

@@ -1,13 +1,13 @@
-//! git, run the one way the controller may run it: with the repository's
-//! own hooks, filters, attributes and config kept from running code, a
-//! clean environment, and no prompts.
+//! git, run the one way PatchPilot may run it on a repository: with the
+//! repository's own hooks, filters, attributes and config kept from running
+//! code, a clean environment, and no prompts.
 //!
 //! Repositories are untrusted input. A checkout's `.git/config` can name a
 //! filter driver, an fsmonitor or a hook, and `.gitattributes` can route
 //! files through them; any of those would run code of the repository's
 //! choosing with the controller's authority. Every git call goes through
-//! [`Git`], which turns them off, and nothing else in the controller spawns
-//! git.
+//! [`Git`], which turns them off; nothing in the controller, its vetting or
+//! its forges spawns git any other way.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
