@@ -9,8 +9,8 @@ mod vendored;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use patchpilot_git::Git;
 use patchpilot_controller::vet::{VetContext, VetPolicy, vet_patch};
+use patchpilot_git::Git;
 
 const RUNS: usize = 5;
 

@@ -4,8 +4,8 @@
 
 use patchpilot_controller::forge::local::LocalForge;
 use patchpilot_controller::forge::{Access, Forge, Repo};
-use patchpilot_git::Git;
 use patchpilot_controller::publisher::{PublishRequest, publish_change};
+use patchpilot_git::Git;
 
 mod support;
 use support::{TestDb, seeded_forge};

@@ -8,11 +8,11 @@ mod vendored;
 
 use std::path::{Path, PathBuf};
 
-use patchpilot_git::Git;
 use patchpilot_controller::vet::{
     ChangeKind, RejectReason, VetContext, VetPolicy, VetReport, required_edits_from_patch,
     secrets::find_secret, vet_patch,
 };
+use patchpilot_git::Git;
 use tempfile::TempDir;
 
 const DOCKERFILE: &str = "FROM golang:1.22.1-alpine3.19 AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /out/webapp ./cmd/webapp\n\nFROM alpine:3.19.1\nCOPY --from=build /out/webapp /usr/local/bin/webapp\nENTRYPOINT [\"webapp\"]\n";

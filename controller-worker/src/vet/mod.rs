@@ -33,8 +33,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use patchpilot_git::{Git, GitError};
 pub use content::{BinaryKind, sniff};
+use patchpilot_git::{Git, GitError};
 pub use repair::required_edits_from_patch;
 
 /// The `path` of findings about the patch as a whole.
