@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::forge::github::GitHubConfig;
 use crate::lifecycle::Limits;
 use crate::notify::NotifierConfig;
-use crate::vet::VetPolicy;
+use patchpilot_vet::VetPolicy;
 
 /// Everything `patchpilot-controller` reads at start: the shared sections
 /// (Postgres holds the lifecycle's state, leases, runs and the local

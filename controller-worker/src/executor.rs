@@ -30,6 +30,7 @@ use patchpilot_fleet::{Bus, error_chain};
 use patchpilot_model::{
     ErrorKind, JobReason, RemediationJob, RunLimits, RunOutcome, RunPurpose, SandboxResult, Wire as _,
 };
+use patchpilot_vet::{VetContext, VetReport, required_edits_from_patch, vet_patch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -43,7 +44,6 @@ use crate::publish::{self, RunAccount};
 use crate::publisher::{self, PublishRequest};
 use crate::runs::{self, RunRequestSpec};
 use crate::store::{self, Details, Lease, RunRecord, Store, state_name};
-use crate::vet::{self, VetContext};
 use crate::workspace::{self, ContextSpec};
 
 /// Largest patch or result fetched from the object store.
@@ -138,7 +138,7 @@ impl StepCause for workspace::Error {
 impl StepCause for store::Error {}
 impl StepCause for patchpilot_git::GitError {}
 impl StepCause for crate::forge::credential::RemoteGitError {}
-impl StepCause for vet::VetError {}
+impl StepCause for patchpilot_vet::VetError {}
 impl StepCause for std::io::Error {}
 impl StepCause for patchpilot_fleet::artifacts::Error {}
 impl StepCause for patchpilot_fleet::bus::Error {}
@@ -515,7 +515,7 @@ impl Executor {
         details: &Details,
         purpose: RunPurpose,
         record: &RunRecord,
-    ) -> Result<vet::VetReport, StepError> {
+    ) -> Result<VetReport, StepError> {
         let base_sha = record.base_sha.as_str();
         let Some(patch_object) = record.result.as_ref().and_then(|r| r.patch_object.as_deref()) else {
             return Err(StepError::permanent(format!("run {} has no patch", record.run_id)));
@@ -530,7 +530,7 @@ impl Executor {
                 let required = match fix.and_then(|f| f.result).and_then(|r| r.patch_object) {
                     Some(object) => {
                         let fix_patch = self.artifacts.get_bytes(&object, MAX_ARTIFACT_BYTES).await?;
-                        vet::required_edits_from_patch(&fix_patch)
+                        required_edits_from_patch(&fix_patch)
                     }
                     None => Vec::new(),
                 };
@@ -549,7 +549,7 @@ impl Executor {
             crate::forge::credential::run_git_remote(&git, &remote, &fetch).await?;
             git.run(&["checkout", "-q", "--detach", base_sha]).await?;
         }
-        Ok(vet::vet_patch(&clone, &patch, &self.config.vet, &context).await?)
+        Ok(vet_patch(&clone, &patch, &self.config.vet, &context).await?)
     }
 
     /// Re-applies the vetted patch (vetting is deterministic) and publishes

@@ -10,7 +10,10 @@
 //!   ([`forge::credential`]);
 //! - workspace preparation for sandbox runs ([`workspace`]) and the run
 //!   requests with the egress the repository's ecosystems need ([`runs`]);
-//! - vetting of what a run sends back ([`vet`]);
+//! - asking for the vetting verdict on what a run sends back before
+//!   anything of it is applied or published ([`executor`]); the vetting
+//!   itself is `patchpilot_vet`, a crate of its own because it reads
+//!   untrusted diffs and must reach none of the above;
 //! - what a PR says ([`publish`]), how CI failures are triaged
 //!   ([`triage`]) and CI on a head commit watched ([`ci_watch`]);
 //! - publishing a vetted change, safe to repeat ([`publisher`]);
@@ -40,6 +43,5 @@ pub mod runs;
 pub mod service;
 pub mod store;
 pub mod triage;
-pub mod vet;
 pub mod webhook;
 pub mod workspace;

@@ -32,8 +32,8 @@ impl BinaryKind {
 }
 
 /// Sniffs executables and archives from a file's first bytes. `pe_header`
-/// is the 4 bytes at the offset an `MZ` header points to, when the caller
-/// could read them (see [`read_head`]).
+/// is the 4 bytes at the offset an `MZ` header points to (its bytes
+/// 0x3c..0x40, little-endian), when the caller could read them.
 pub fn sniff(head: &[u8], pe_header: Option<[u8; 4]>) -> Option<BinaryKind> {
     let starts = |m: &[u8]| head.starts_with(m);
     if starts(b"\x7fELF") {

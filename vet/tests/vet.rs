@@ -3,16 +3,16 @@
 //! clean bumps and large vendored diffs accepted, repairs that undo a fix
 //! refused, and secret detection without false positives on lockfiles.
 
-#[path = "fixtures/vet/vendored.rs"]
+#[path = "fixtures/vendored.rs"]
 mod vendored;
 
 use std::path::{Path, PathBuf};
 
-use patchpilot_controller::vet::{
+use patchpilot_git::Git;
+use patchpilot_vet::{
     ChangeKind, RejectReason, VetContext, VetPolicy, VetReport, required_edits_from_patch,
     secrets::find_secret, vet_patch,
 };
-use patchpilot_git::Git;
 use tempfile::TempDir;
 
 const DOCKERFILE: &str = "FROM golang:1.22.1-alpine3.19 AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /out/webapp ./cmd/webapp\n\nFROM alpine:3.19.1\nCOPY --from=build /out/webapp /usr/local/bin/webapp\nENTRYPOINT [\"webapp\"]\n";
@@ -454,7 +454,7 @@ fn secrets_are_found_and_lockfiles_pass() {
     for line in negatives {
         assert_eq!(find_secret(line.as_bytes()), None, "{line}");
     }
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vet");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let workspace_lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
     for file in ["package-lock.json", "go.sum", "Cargo.lock", "yarn.lock"]
         .iter()
@@ -471,7 +471,7 @@ fn secrets_are_found_and_lockfiles_pass() {
 #[tokio::test]
 async fn lockfile_changes_pass_vetting_end_to_end() {
     let repo = repo().await;
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vet");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let patch = repo
         .patch(|d| {
             for f in ["package-lock.json", "go.sum", "Cargo.lock", "yarn.lock"] {

@@ -1,16 +1,16 @@
 //! Vetting a 70,000-line vendored dependency diff (target: under 1 s),
 //! with `git apply --index` alone on the same patch as the baseline.
 //!
-//! `cargo bench -p patchpilot-controller --bench vet`
+//! `cargo bench -p patchpilot-vet --bench vet`
 
-#[path = "../tests/fixtures/vet/vendored.rs"]
+#[path = "../tests/fixtures/vendored.rs"]
 mod vendored;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use patchpilot_controller::vet::{VetContext, VetPolicy, vet_patch};
 use patchpilot_git::Git;
+use patchpilot_vet::{VetContext, VetPolicy, vet_patch};
 
 const RUNS: usize = 5;
 

@@ -1,14 +1,27 @@
 //! Vetting: the gate between a sandbox run's patch and a published commit.
 //!
-//! [`vet_patch`] applies the patch a run returned (a `git diff --binary`
-//! against the clone's HEAD) to the controller's own clone and decides
-//! whether it may be published, naming every file it refuses and why:
-//! unsafe or git-internal paths, empty files, executables and archives,
-//! build output, CI definitions, symlinks that leave the repository,
-//! oversize files, secret-looking text, oversize diffs, and — for a repair —
-//! any undoing of the first run's version edits. An accepted patch is left
-//! staged and uncommitted for the publisher; a refused one leaves nothing
-//! behind.
+//! What this crate owns: the verdict on the patch a sandbox run returned.
+//! That patch is untrusted input (the run executed repository code and
+//! model output), so everything that reads it lives here: a strict reader
+//! of `git diff --binary`, the rules on paths, the checks on what the
+//! applied tree holds, secret detection ([`secrets`]), the policy
+//! ([`VetPolicy`]) and what a repair must keep
+//! ([`required_edits_from_patch`]).
+//!
+//! Why a crate of its own: it is a trust boundary. It links git, only
+//! through [`patchpilot_git`], and nothing of the controller's forges,
+//! credentials, database or bus, so the code that parses hostile diffs
+//! cannot reach them, and its dependency list shows all it can touch.
+//!
+//! [`vet_patch`], which the controller calls before it publishes anything,
+//! applies the patch a run returned (a `git diff --binary` against the
+//! clone's HEAD) to the controller's own clone and decides whether it may
+//! be published, naming every file it refuses and why: unsafe or
+//! git-internal paths, empty files, executables and archives, build output,
+//! CI definitions, symlinks that leave the repository, oversize files,
+//! secret-looking text, oversize diffs, and — for a repair — any undoing of
+//! the first run's version edits. An accepted patch is left staged and
+//! uncommitted for the publisher; a refused one leaves nothing behind.
 //!
 //! What it must never do:
 //! - run repository code: git runs only through [`patchpilot_git::Git`] (hooks,
