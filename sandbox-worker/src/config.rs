@@ -127,11 +127,13 @@ pub struct ImageConfig {
     pub kernel_package: String,
     /// Size of the root filesystem image in MiB.
     pub rootfs_mib: u64,
-    /// The `patchpilot-guest` binary; empty means next to the running binary.
+    /// The `patchpilot-guest` binary; unset means the guest profile's build
+    /// (`target/guest/`) when there is one, else next to the running binary.
     pub guest_binary: Option<PathBuf>,
     /// The built-in remediation agent put at `/usr/local/bin/patchpilot-agent`
-    /// in the root; unset means `patchpilot-agent` next to the running binary
-    /// when there is one, an empty path means none.
+    /// in the root; unset means `patchpilot-agent` from the guest profile's
+    /// build, else next to the running binary, when there is one; an empty
+    /// path means none.
     pub agent_binary: Option<PathBuf>,
 }
 

@@ -166,7 +166,11 @@ impl ImageBuilder {
         let mut h = Sha256::new();
         h.update(initrd_key.as_bytes());
         h.update([0]);
-        hash_file(&mut h, agent, "the built-in agent (build it with `cargo build --bin patchpilot-agent`)")?;
+        hash_file(
+            &mut h,
+            agent,
+            "the built-in agent (build it with `cargo build --profile guest -p patchpilot-sandbox-guest -p patchpilot-agent`)",
+        )?;
         let key = hex::encode(h.finalize());
         Ok((self.dir.join(format!("rootfs-{}.ext4", &key[..16])), key))
     }
@@ -477,19 +481,32 @@ fn prune(dir: &Path, prefix: &str, keep: usize) {
     }
 }
 
-/// `name` next to the running executable (or one folder up, for test
-/// binaries in `target/debug/deps`).
+/// A guest binary `name`: in cargo's `target/guest/` beside the running
+/// executable's profile folder when it was built with the guest profile
+/// (see the workspace's `Cargo.toml`: only there does it carry the guest's
+/// own feature set), else next to the running executable or one folder up
+/// (test binaries in `target/debug/deps`), which is where an installation
+/// puts it.
 fn next_to_exe(name: &str) -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
-    [Some(dir.join(name)), dir.parent().map(|up| up.join(name))].into_iter().flatten().find(|p| p.is_file())
+    let up = dir.parent();
+    let guest_profile = [
+        up.map(|u| u.join("guest").join(name)),
+        up.and_then(Path::parent).map(|u| u.join("guest").join(name)),
+    ];
+    guest_profile
+        .into_iter()
+        .chain([Some(dir.join(name)), up.map(|u| u.join(name))])
+        .flatten()
+        .find(|p| p.is_file())
 }
 
 /// `patchpilot-guest` next to the running executable.
 fn default_guest_binary() -> Result<PathBuf, Error> {
     next_to_exe("patchpilot-guest").ok_or_else(|| {
         Error::Input(format!(
-            "patchpilot-guest not found next to {} (build it with `cargo build --bin patchpilot-guest` or set sandbox.image.guest_binary)",
+            "patchpilot-guest not found next to {} (build it with `cargo build --profile guest -p patchpilot-sandbox-guest -p patchpilot-agent` or set sandbox.image.guest_binary)",
             std::env::current_exe().map(|e| e.display().to_string()).unwrap_or_default()
         ))
     })
