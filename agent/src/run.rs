@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use patchpilot_model::context::CONTEXT_DIR;
 use patchpilot_model::{Finding, Task};
-use patchpilot_scanner::image::PlatformChoice;
-use patchpilot_scanner::registry::{Registry, RegistryConfig};
+use patchpilot_registry::oci::PlatformChoice;
+use patchpilot_registry::{Registry, RegistryConfig};
 
 use crate::dockerfile::{Dockerfile, Edit, apply};
 use crate::remediate::os_pins::{self, PinContext};

@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use patchpilot_model::Assessment;
+use patchpilot_registry::Registry;
+use patchpilot_registry::oci::PlatformChoice;
 use patchpilot_scanner::db::AdvisoryDb;
-use patchpilot_scanner::image::{self, PlatformChoice};
+use patchpilot_scanner::image;
 use patchpilot_scanner::package::Package;
-use patchpilot_scanner::registry::Registry;
 use patchpilot_scanner::scan::Scanner;
 use patchpilot_scanner::scan::scan_image;
 
@@ -22,7 +23,7 @@ use patchpilot_scanner::scan::scan_image;
 pub enum Error {
     /// The registry failed.
     #[error("registry")]
-    Registry(#[source] patchpilot_scanner::registry::Error),
+    Registry(#[source] patchpilot_registry::Error),
     /// The image could not be read.
     #[error("image {reference}")]
     Image {

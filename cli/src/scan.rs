@@ -6,9 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use patchpilot_model::Severity;
+use patchpilot_registry::Registry;
+use patchpilot_registry::oci::PlatformChoice;
 use patchpilot_scanner::db::AdvisoryDb;
-use patchpilot_scanner::image::{self, PlatformChoice};
-use patchpilot_scanner::registry::Registry;
+use patchpilot_scanner::image;
 use patchpilot_scanner::report::{self, Format};
 use patchpilot_scanner::scan::Scanner;
 use patchpilot_scanner::{matching, service};

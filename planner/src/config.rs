@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
 use patchpilot_model::Severity;
-use patchpilot_scanner::registry::{Credential, RegistryConfig};
+use patchpilot_registry::{Credential, RegistryConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::mapping::{ImagePattern, LabelDefaults, MappingRule};

@@ -1,15 +1,13 @@
 //! Reading OCI image config labels from a registry, for images whose
 //! assessment does not carry them. The registry client (authentication,
-//! pagination, platform selection) is the scanner's; this module only asks
-//! it for the labels of the exact digest that was assessed.
+//! pagination, platform selection) is `patchpilot-registry`'s; this module
+//! only asks it for the labels of the exact digest that was assessed.
 
 use std::collections::BTreeMap;
 
 use patchpilot_model::{ImageDigest, Platform};
-use patchpilot_scanner::image::PlatformChoice;
-use patchpilot_scanner::registry::{Registry, RegistryConfig};
-
-pub use patchpilot_scanner::registry::Error;
+use patchpilot_registry::oci::PlatformChoice;
+use patchpilot_registry::{Error, Registry, RegistryConfig};
 
 use crate::mapping::ImageReference;
 

@@ -23,7 +23,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use crate::config::Config;
 use crate::mapping::{LabelSource, Mapper, Mapping};
 use crate::policy::{self, Policy};
-use crate::registry::{self, LabelReader};
+use crate::registry::LabelReader;
 use crate::store::{self, Incoming, PendingJob};
 
 /// The planner as the service skeleton runs it.
@@ -44,7 +44,7 @@ pub enum Error {
     Policy(#[source] policy::Error),
     /// Registry credentials could not be loaded.
     #[error("cannot set up registry access")]
-    Registry(#[source] registry::Error),
+    Registry(#[source] patchpilot_registry::Error),
     /// Mapping rules are invalid.
     #[error("invalid mapping rule: {0}")]
     Mapping(String),
@@ -204,7 +204,7 @@ impl Planner {
             }
             return Ok(());
         };
-        type Lookup = (usize, Result<BTreeMap<String, String>, registry::Error>);
+        type Lookup = (usize, Result<BTreeMap<String, String>, patchpilot_registry::Error>);
         let lookups: Vec<Lookup> = futures::stream::iter(to_fetch.into_iter().map(|idx| {
             let image = incoming[idx].assessment.image.clone();
             let digest = incoming[idx].assessment.digest.clone();

@@ -49,9 +49,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use patchpilot_registry::oci::PlatformChoice;
 use patchpilot_scanner::catalog;
 use patchpilot_scanner::db::{AdvisoryDb, DB_FILE_NAME};
-use patchpilot_scanner::image::{self, PlatformChoice};
+use patchpilot_scanner::image;
 use patchpilot_scanner::osv::{self, Affected};
 use patchpilot_scanner::scan::Scanner;
 use patchpilot_scanner::version::Scheme;

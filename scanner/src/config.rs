@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 
 use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
+use patchpilot_registry::RegistryConfig;
+use patchpilot_registry::oci::PlatformChoice;
 use serde::{Deserialize, Serialize};
 
 use crate::discovery::DiscoveryTarget;
-use crate::image::{Limits, PlatformChoice};
-use crate::registry::RegistryConfig;
+use crate::image::Limits;
 
 /// Everything `patchpilot-scanner` reads at start: the shared sections and
 /// `[scanner]`.

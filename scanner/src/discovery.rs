@@ -13,8 +13,8 @@
 
 use std::cmp::Ordering;
 
-use crate::image::PlatformChoice;
-use crate::registry::{Error, Registry};
+use patchpilot_registry::oci::PlatformChoice;
+use patchpilot_registry::{Error, Registry};
 use serde::{Deserialize, Serialize};
 
 /// An image discovery found.

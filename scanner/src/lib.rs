@@ -9,7 +9,10 @@
 //! It must never write outside its scratch folder (registry blobs only),
 //! never follow a path out of an image's root, never execute anything from
 //! an image, and never trust image contents: every byte it reads is
-//! untrusted input, bounded by [`image::Limits`].
+//! untrusted input, bounded by [`image::Limits`]. Talking to registries and
+//! the OCI documents themselves are `patchpilot-registry`'s; the scanner
+//! asks it for manifests and blobs and reads what lands in its scratch
+//! folder.
 //!
 //! # Layout
 //!
@@ -24,8 +27,6 @@
 //! - [`matching`]: packages → findings, aliases merged.
 //! - [`cvss`]: base scores from vectors.
 //! - [`report`]: native JSON, SARIF 2.1.0, CycloneDX 1.5, table.
-//! - [`registry`]: the registry client (auth, catalog, tags, manifests,
-//!   blobs), shared with the planner.
 //! - [`discovery`] and [`service`]: the fleet service.
 //! - [`config`]: `[scanner]` configuration.
 
@@ -39,7 +40,6 @@ pub mod image;
 pub mod matching;
 pub mod osv;
 pub mod package;
-pub mod registry;
 pub mod report;
 pub mod scan;
 #[cfg(feature = "service")]

@@ -22,14 +22,15 @@ use patchpilot_fleet::bus::{
 use patchpilot_fleet::service::{FleetContext, ServiceSpec};
 use patchpilot_fleet::{Bus, error_chain};
 use patchpilot_model::{Event, ScanRequest, SubmittedAssessment, Wire as _};
+use patchpilot_registry::Registry;
+use patchpilot_registry::oci::PlatformChoice;
 use prometheus_client::metrics::counter::Counter;
 use sha2::Digest as _;
 
 use crate::config::Config;
 use crate::db::AdvisoryDb;
 use crate::discovery;
-use crate::image::{self, PlatformChoice};
-use crate::registry::Registry;
+use crate::image;
 use crate::scan::{Scanner, scan_image};
 
 /// Scan-result cache bucket.
@@ -64,7 +65,7 @@ pub enum Error {
     },
     /// Registry access could not be set up.
     #[error("registry access")]
-    Registry(#[source] crate::registry::Error),
+    Registry(#[source] patchpilot_registry::Error),
     /// NATS failed.
     #[error("the bus failed")]
     Bus(#[from] bus::Error),
@@ -149,8 +150,11 @@ impl ScanHandler {
         self.progress(&request, "fetching", format!("resolving {}", request.image_ref)).await;
         let image = image::fetch_registry(&self.registry, &request.image_ref, &platform, &self.cache_dir)
             .await
-            .map_err(|e| match e {
+            .map_err(|e| match &e {
                 image::source::Error::Invalid { .. } => HandlerError::permanent(&e),
+                image::source::Error::Registry(registry) if !registry.is_transient() => {
+                    HandlerError::permanent(&e)
+                }
                 _ => HandlerError::retryable(&e),
             })?;
         let key = cache_key(&image.digest, &db_version);

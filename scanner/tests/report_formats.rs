@@ -19,9 +19,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jsonschema::{Draft, Registry, Validator};
 use patchpilot_model::{Assessment, Cvss, Severity};
+use patchpilot_registry::oci::PlatformChoice;
 use patchpilot_scanner::cvss;
 use patchpilot_scanner::db::AdvisoryDb;
-use patchpilot_scanner::image::{self, PlatformChoice};
+use patchpilot_scanner::image;
 use patchpilot_scanner::matching;
 use patchpilot_scanner::report;
 use patchpilot_scanner::scan::{Catalog, Scanner};

@@ -5,7 +5,8 @@
 mod support;
 
 use patchpilot_model::Severity;
-use patchpilot_scanner::image::{self, PlatformChoice};
+use patchpilot_registry::oci::PlatformChoice;
+use patchpilot_scanner::image;
 use patchpilot_scanner::matching;
 use patchpilot_scanner::scan::Scanner;
 use support::{db, write_docker_archive, write_oci_layout};

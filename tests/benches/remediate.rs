@@ -32,8 +32,8 @@ use patchpilot_agent::scans::Scans;
 use patchpilot_e2e::Registry;
 use patchpilot_e2e::alpine::{self, ApkPackage, push_base};
 use patchpilot_model::{Finding, Severity, Task, TaskPolicy, TaskRegistry};
-use patchpilot_scanner::image::PlatformChoice;
-use patchpilot_scanner::registry::{Registry as RegistryClient, RegistryConfig};
+use patchpilot_registry::oci::PlatformChoice;
+use patchpilot_registry::{Registry as RegistryClient, RegistryConfig};
 use serde::Serialize;
 
 struct Args {

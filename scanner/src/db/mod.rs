@@ -69,6 +69,7 @@ mod location;
 mod schema;
 mod source;
 mod store;
+mod time;
 
 pub use error::Error;
 pub use location::resolve_dir;

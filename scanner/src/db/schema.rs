@@ -125,7 +125,7 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<i64, Error> 
     // between the first read and the lock.
     let current = recorded_version(&tx).map_err(sqlite("cannot read the schema version"))?.unwrap_or(0);
     refuse_newer(path, current)?;
-    let now = super::store::now_text();
+    let now = super::time::now_text();
     for migration in MIGRATIONS.iter().filter(|m| m.version > current) {
         tx.execute_batch(migration.sql).map_err(sqlite("cannot apply a schema migration"))?;
         tx.execute(

@@ -8,10 +8,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, NaiveDateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 
+use super::time::{now_text, parse_time};
 use super::{Error, codec, keys, schema, source};
 use crate::osv::{self, Record};
 use crate::version::Scheme;
@@ -417,25 +418,6 @@ fn peek_id(bytes: &[u8]) -> Option<String> {
     value.get("id")?.as_str().map(str::to_owned)
 }
 
-/// Parses an OSV timestamp: RFC 3339, or (leniently, as some older exports
-/// wrote them) the same without an offset, read as UTC as the schema says.
-/// Returns the time and its nanoseconds since the epoch.
-fn parse_time(text: &str) -> Result<(DateTime<Utc>, i64), String> {
-    let time = match DateTime::parse_from_rfc3339(text) {
-        Ok(time) => time.with_timezone(&Utc),
-        Err(rfc3339_error) => NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
-            .map(|naive| naive.and_utc())
-            .map_err(|_| format!("not an RFC 3339 time: {rfc3339_error}"))?,
-    };
-    let nanos = time.timestamp_nanos_opt().ok_or_else(|| "outside the years 1677 to 2262".to_owned())?;
-    Ok((time, nanos))
-}
-
-/// The current time as stored in the DB.
-pub(crate) fn now_text() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
 fn count_i64(count: u64) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
 }
@@ -728,21 +710,6 @@ mod tests {
             .collect::<Result<_, _>>()
             .expect("rows");
         assert!(plan.iter().any(|step| step.contains("ecosystem=? AND name=?")), "{plan:?}");
-    }
-
-    #[test]
-    fn osv_times_parse_to_comparable_nanoseconds() {
-        let (_, z) = parse_time("2023-11-08T04:05:08.868477Z").expect("rfc3339");
-        let (_, offset) = parse_time("2023-11-08T06:05:08.868477+02:00").expect("offset");
-        assert_eq!(z, offset);
-        let (_, nanos) = parse_time("2026-07-08T04:32:24.548042624Z").expect("nanoseconds");
-        let (_, micros) = parse_time("2026-07-08T04:32:24.548042Z").expect("microseconds");
-        assert_eq!(nanos - micros, 624);
-        let (_, naive) = parse_time("2023-11-08T04:05:08").expect("no offset, read as UTC");
-        assert_eq!(naive, parse_time("2023-11-08T04:05:08Z").expect("utc").1);
-        assert!(parse_time("yesterday").is_err());
-        assert!(parse_time("2023-13-01T00:00:00Z").is_err());
-        assert!(parse_time("3000-01-01T00:00:00Z").is_err(), "beyond i64 nanoseconds");
     }
 
     #[test]

@@ -3,12 +3,10 @@
 
 pub mod fs;
 pub mod layer;
-pub mod oci;
 pub mod source;
 
 pub use fs::{FileRef, ImageFs};
 pub use layer::{LayerError, LayerReport, Limits};
-pub use oci::PlatformChoice;
 pub use source::{
     Image, Layer, fetch_registry, open_docker_archive, open_oci_layout, read_layers, read_rootfs,
 };

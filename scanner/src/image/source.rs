@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use super::fs::{ImageFs, normalize};
 use super::layer::{Budget, LayerError, LayerInput, LayerReport, Limits, apply_layer};
-use super::oci::{self, ImageConfig, ManifestOrIndex, PlatformChoice};
+use patchpilot_registry::oci::{self, ImageConfig, ManifestOrIndex, PlatformChoice};
+use patchpilot_registry::{Registry, repository_of};
 
 /// Why an image could not be opened or read.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +43,7 @@ pub enum Error {
     Layer(#[from] LayerError),
     /// The registry failed.
     #[error(transparent)]
-    Registry(#[from] crate::registry::Error),
+    Registry(#[from] patchpilot_registry::Error),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -236,13 +237,13 @@ pub fn open_docker_archive(path: &Path) -> Result<Image, Error> {
 /// Resolves `reference` in a registry and downloads the layers it lacks into
 /// `cache` (`cache/blobs/sha256/<hex>`).
 pub async fn fetch_registry(
-    registry: &crate::registry::Registry,
+    registry: &Registry,
     reference: &str,
     platform: &PlatformChoice,
     cache: &Path,
 ) -> Result<Image, Error> {
     let (config, resolved) = registry.config(reference, platform).await?;
-    let repository = crate::registry::repository_of(reference);
+    let repository = repository_of(reference);
     let mut layers = Vec::new();
     for d in &resolved.layers {
         let path = blob_path(cache, &d.digest)

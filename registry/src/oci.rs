@@ -1,5 +1,8 @@
-//! The parts of the OCI image spec (and Docker's v2 manifests) the scanner
-//! reads: index, manifest, config. Unknown fields are ignored.
+//! The parts of the OCI image spec (and Docker's v2 manifests) PatchPilot
+//! reads: index, manifest, config, and choosing a platform from an index.
+//! Unknown fields are ignored. The client resolves registry references
+//! with them, and the scanner reads the same documents from OCI layouts
+//! and `docker save` archives.
 
 use std::collections::BTreeMap;
 

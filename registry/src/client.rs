@@ -1,156 +1,23 @@
 //! Talking to OCI distribution registries, with oci-client: manifests,
-//! blobs, the catalog and tag lists, for the scanner, discovery and the
-//! planner's label lookups.
+//! blobs, the catalog and tag lists, for the scanner, discovery, the
+//! agent's base-image search and the planner's label lookups.
 //!
 //! Authentication: anonymous, HTTP basic from configured credentials or a
-//! Docker `config.json` (`auths` entries; credential helpers are not run),
-//! and the registry's bearer-token flow, which oci-client performs when the
+//! Docker `config.json` (see `credentials.rs`), and the
+//! registry's bearer-token flow, which oci-client performs when the
 //! registry answers with a `WWW-Authenticate: Bearer` challenge. Passwords
 //! live in files named by the config, never in the config itself.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
-use base64::Engine as _;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
-use serde::{Deserialize, Serialize};
 
-/// Why a registry operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The reference does not parse.
-    #[error("`{reference}` is not a valid image reference")]
-    Reference {
-        /// The reference.
-        reference: String,
-        /// The parser's error.
-        #[source]
-        source: oci_client::ParseError,
-    },
-    /// The registry refused or failed the request.
-    #[error("{operation} {reference} failed")]
-    Registry {
-        /// What was being done.
-        operation: &'static str,
-        /// The reference or registry.
-        reference: String,
-        /// oci-client's error.
-        #[source]
-        source: oci_client::errors::OciDistributionError,
-    },
-    /// The request did not finish in time.
-    #[error("{operation} {reference} timed out after {secs}s")]
-    Timeout {
-        /// What was being done.
-        operation: &'static str,
-        /// The reference.
-        reference: String,
-        /// The timeout.
-        secs: u64,
-    },
-    /// A local file (credentials, blob cache) could not be read or written.
-    #[error("{path}")]
-    File {
-        /// The file.
-        path: String,
-        /// The I/O or parse error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// A document from the registry is not what it should be.
-    #[error("{reference}: {reason}")]
-    Invalid {
-        /// The reference.
-        reference: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-/// Registry access settings, shared by the scanner and the planner configs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RegistryConfig {
-    /// Registries (`host:port`) spoken to over plain HTTP.
-    pub insecure: Vec<String>,
-    /// A Docker `config.json` to take credentials from.
-    pub docker_config: Option<PathBuf>,
-    /// Explicit credentials, checked before `docker_config`.
-    pub credentials: Vec<Credential>,
-    /// Per-request timeout, in seconds.
-    pub timeout_secs: u64,
-}
-
-impl Default for RegistryConfig {
-    fn default() -> Self {
-        RegistryConfig {
-            insecure: Vec::new(),
-            docker_config: None,
-            credentials: Vec::new(),
-            timeout_secs: 30,
-        }
-    }
-}
-
-impl RegistryConfig {
-    /// Checks files exist and values are sensible; `prefix` is the dotted
-    /// key of this section, for messages.
-    pub fn validate(&self, prefix: &str) -> Result<(), (String, String)> {
-        if self.timeout_secs == 0 {
-            return Err((format!("{prefix}.timeout_secs"), "must be at least 1".into()));
-        }
-        if let Some(path) = &self.docker_config
-            && !path.is_file()
-        {
-            return Err((format!("{prefix}.docker_config"), format!("{} is not a file", path.display())));
-        }
-        for (i, c) in self.credentials.iter().enumerate() {
-            let key = format!("{prefix}.credentials[{i}]");
-            if c.registry.is_empty() {
-                return Err((format!("{key}.registry"), "must not be empty".into()));
-            }
-            if !c.password_file.is_file() {
-                return Err((
-                    format!("{key}.password_file"),
-                    format!("{} is not a file", c.password_file.display()),
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One set of credentials. The password lives in a file so it never sits in
-/// the config or the environment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Credential {
-    /// Registry host (and port), e.g. `ghcr.io`.
-    pub registry: String,
-    /// User name.
-    pub username: String,
-    /// File holding the password or token.
-    pub password_file: PathBuf,
-}
-
-#[derive(Deserialize)]
-struct DockerConfig {
-    #[serde(default)]
-    auths: HashMap<String, DockerAuth>,
-}
-
-#[derive(Deserialize)]
-struct DockerAuth {
-    #[serde(default)]
-    auth: Option<String>,
-    #[serde(default)]
-    username: Option<String>,
-    #[serde(default)]
-    password: Option<String>,
-}
+use crate::credentials::{self, Credentials};
+use crate::{Error, RegistryConfig, oci};
 
 /// Names asked for per catalog or tag-list page.
 const PAGE: usize = 500;
@@ -158,7 +25,7 @@ const PAGE: usize = 500;
 /// A configured registry client.
 pub struct Registry {
     client: Client,
-    credentials: HashMap<String, (String, String)>,
+    credentials: Credentials,
     timeout: Duration,
 }
 
@@ -183,23 +50,13 @@ pub fn registry_host(repository: &str) -> &str {
 impl Registry {
     /// Builds a client, loading credentials from the configured files.
     pub fn new(config: &RegistryConfig) -> Result<Registry, Error> {
-        let mut credentials = HashMap::new();
-        if let Some(path) = &config.docker_config {
-            credentials.extend(read_docker_config(path)?);
-        }
-        for c in &config.credentials {
-            let password = std::fs::read_to_string(&c.password_file).map_err(|e| Error::File {
-                path: c.password_file.display().to_string(),
-                source: Box::new(e),
-            })?;
-            credentials.insert(c.registry.clone(), (c.username.clone(), password.trim_end().to_owned()));
-        }
+        let credentials = credentials::load(config)?;
         let timeout = Duration::from_secs(config.timeout_secs.max(1));
         let client = Client::new(ClientConfig {
             protocol: ClientProtocol::HttpsExcept(config.insecure.clone()),
             connect_timeout: Some(timeout),
             read_timeout: Some(timeout),
-            // Platform selection is ours (image::oci::select), on raw
+            // Platform selection is ours (oci::select), on raw
             // manifests.
             platform_resolver: None,
             ..Default::default()
@@ -242,10 +99,10 @@ impl Registry {
     pub async fn manifest(&self, reference: &str) -> Result<(Vec<u8>, String), Error> {
         let r = Self::parse(reference)?;
         let accepted = [
-            super::image::oci::INDEX_MEDIA_TYPE,
-            super::image::oci::DOCKER_LIST_MEDIA_TYPE,
-            super::image::oci::MANIFEST_MEDIA_TYPE,
-            super::image::oci::DOCKER_MANIFEST_MEDIA_TYPE,
+            oci::INDEX_MEDIA_TYPE,
+            oci::DOCKER_LIST_MEDIA_TYPE,
+            oci::MANIFEST_MEDIA_TYPE,
+            oci::DOCKER_MANIFEST_MEDIA_TYPE,
         ];
         let (bytes, digest) = self
             .timed(
@@ -338,7 +195,7 @@ impl Registry {
         &self,
         repository: &str,
         digest: &str,
-        platform: &super::image::oci::PlatformChoice,
+        platform: &oci::PlatformChoice,
     ) -> Result<BTreeMap<String, String>, Error> {
         let (config, _) = self.config(&format!("{repository}@{digest}"), platform).await?;
         Ok(config.config.and_then(|c| c.labels).unwrap_or_default())
@@ -349,8 +206,8 @@ impl Registry {
     pub async fn config(
         &self,
         reference: &str,
-        platform: &super::image::oci::PlatformChoice,
-    ) -> Result<(super::image::oci::ImageConfig, ResolvedManifest), Error> {
+        platform: &oci::PlatformChoice,
+    ) -> Result<(oci::ImageConfig, ResolvedManifest), Error> {
         let resolved = self.resolve(reference, platform).await?;
         let repository = repository_of(reference);
         let bytes = self
@@ -367,9 +224,9 @@ impl Registry {
     pub async fn resolve(
         &self,
         reference: &str,
-        platform: &super::image::oci::PlatformChoice,
+        platform: &oci::PlatformChoice,
     ) -> Result<ResolvedManifest, Error> {
-        use super::image::oci::{ManifestOrIndex, select};
+        use oci::{ManifestOrIndex, select};
         let invalid = |reason: String| Error::Invalid { reference: reference.to_owned(), reason };
         let (bytes, digest) = self.manifest(reference).await?;
         let doc: ManifestOrIndex = serde_json::from_slice(&bytes)
@@ -404,9 +261,9 @@ pub struct ResolvedManifest {
     /// Digest of the index `reference` named, when it named one.
     pub index_digest: Option<String>,
     /// The config descriptor.
-    pub config: super::image::oci::Descriptor,
+    pub config: oci::Descriptor,
     /// The layer descriptors, bottom first.
-    pub layers: Vec<super::image::oci::Descriptor>,
+    pub layers: Vec<oci::Descriptor>,
 }
 
 /// `host/path/name` of a reference (tag and digest dropped).
@@ -419,56 +276,9 @@ pub fn repository_of(reference: &str) -> &str {
     }
 }
 
-fn read_docker_config(path: &Path) -> Result<HashMap<String, (String, String)>, Error> {
-    let err = |source: Box<dyn std::error::Error + Send + Sync>| Error::File {
-        path: path.display().to_string(),
-        source,
-    };
-    let text = std::fs::read(path).map_err(|e| err(Box::new(e)))?;
-    let config: DockerConfig = serde_json::from_slice(&text).map_err(|e| err(Box::new(e)))?;
-    let mut out = HashMap::new();
-    for (registry, auth) in config.auths {
-        let host = registry.trim_start_matches("https://").trim_start_matches("http://");
-        let host = host.split('/').next().unwrap_or_default();
-        let host = if host == "index.docker.io" { "docker.io" } else { host }.to_owned();
-        let pair = match (auth.auth, auth.username, auth.password) {
-            (Some(encoded), _, _) if !encoded.is_empty() => {
-                let decoded = base64::engine::general_purpose::STANDARD
-                    .decode(encoded.trim())
-                    .map_err(|e| err(Box::new(e)))?;
-                let decoded = String::from_utf8(decoded).map_err(|e| err(Box::new(e)))?;
-                match decoded.split_once(':') {
-                    Some((u, p)) => (u.to_owned(), p.to_owned()),
-                    None => continue,
-                }
-            }
-            (_, Some(u), Some(p)) => (u, p),
-            _ => continue,
-        };
-        out.insert(host, pair);
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn docker_config_auths_are_decoded() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("config.json");
-        // "robot:s3cret"
-        std::fs::write(
-            &path,
-            r#"{"auths":{"https://index.docker.io/v1/":{"auth":"cm9ib3Q6czNjcmV0"},"ghcr.io":{"username":"u","password":"p"},"empty.io":{}}}"#,
-        )
-        .expect("write");
-        let creds = read_docker_config(&path).expect("reads");
-        assert_eq!(creds.get("docker.io"), Some(&("robot".to_owned(), "s3cret".to_owned())));
-        assert_eq!(creds.get("ghcr.io"), Some(&("u".to_owned(), "p".to_owned())));
-        assert!(!creds.contains_key("empty.io"));
-    }
 
     #[test]
     fn repositories_and_hosts() {
