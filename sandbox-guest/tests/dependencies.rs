@@ -1,18 +1,25 @@
-//! The guest links none of the host's service stack.
+//! Trust boundaries hold in the resolved dependency trees.
 //!
-//! `patchpilot-guest` runs next to untrusted code inside the microVM, so
-//! every crate it links is attack surface there and weight in the
-//! initramfs. Database and bus clients, VMM, Docker and forge clients,
-//! telemetry exporters and HTTP servers have no business in it, and neither
-//! have the host's crates that bring them. Checked on the resolved tree of
-//! normal dependencies (what the binary links), so a crate that pulls one
-//! in transitively fails here as surely as a direct dependency.
+//! - `patchpilot-guest` runs next to untrusted code inside the microVM, so
+//!   every crate it links is attack surface there and weight in the
+//!   initramfs. Database and bus clients, VMM, Docker and forge clients,
+//!   telemetry exporters and HTTP servers have no business in it, and
+//!   neither have the host's crates that bring them.
+//! - The controller holds the forge's write access and never drives Docker
+//!   or a VMM (the sandbox worker does, on the far side of the bus), so it
+//!   links neither client.
+//!
+//! Checked on the resolved tree of normal dependencies (what the binary
+//! links), so a crate that pulls one in transitively fails here as surely
+//! as a direct dependency.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Crates of the host's stack, by package name.
-const FORBIDDEN: &[&str] = &[
+const GUEST: &str = "patchpilot-sandbox-guest";
+
+/// Crates of the host's stack the guest must not link, by package name.
+const GUEST_FORBIDDEN: &[&str] = &[
     "sqlx",
     "sqlx-core",
     "async-nats",
@@ -26,7 +33,10 @@ const FORBIDDEN: &[&str] = &[
     "patchpilot-sandbox",
 ];
 
-const GUEST: &str = "patchpilot-sandbox-guest";
+const CONTROLLER: &str = "patchpilot-controller";
+
+/// The Docker and VMM clients, by package name.
+const CONTROLLER_FORBIDDEN: &[&str] = &["bollard", "firepilot", "firepilot_models"];
 
 /// The cargo that runs this test (set by cargo and nextest at run time),
 /// else the one that built it.
@@ -52,25 +62,29 @@ fn host_triple() -> String {
         .expect("rustc -vV names the host")
 }
 
-/// `cargo tree` for the guest's normal dependencies, with `extra` args.
+/// `cargo tree` for `package`'s normal dependencies, with `extra` args.
 /// Offline and locked: the lock file has everything, and a test must not
 /// rewrite it.
-fn cargo_tree(extra: &[&str]) -> String {
+fn cargo_tree(package: &str, extra: &[&str]) -> String {
     let out = Command::new(cargo())
         .arg("tree")
         .arg("--manifest-path")
         .arg(workspace_manifest())
-        .args(["--offline", "--locked", "-p", GUEST, "-e", "normal", "--target", &host_triple()])
+        .args(["--offline", "--locked", "-p", package, "-e", "normal", "--target", &host_triple()])
         .args(extra)
         .output()
         .expect("run cargo tree");
-    assert!(out.status.success(), "cargo tree {extra:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package} {extra:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Every package in the guest's tree, by name.
-fn guest_packages() -> Vec<String> {
-    let tree = cargo_tree(&["--prefix", "none", "--no-dedupe", "--format", "{p}"]);
+/// Every package in `package`'s tree, by name.
+fn packages(package: &str) -> Vec<String> {
+    let tree = cargo_tree(package, &["--prefix", "none", "--no-dedupe", "--format", "{p}"]);
     let mut names: Vec<String> =
         tree.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect();
     names.sort();
@@ -78,20 +92,36 @@ fn guest_packages() -> Vec<String> {
     names
 }
 
-#[test]
-fn the_guest_links_nothing_of_the_hosts_service_stack() {
-    let packages = guest_packages();
-    // The listing was read at all: the guest itself and what it surely
+/// Fails unless `package`'s tree holds every one of `expected` and none of
+/// `forbidden`; a failure shows the path from `package` to each forbidden
+/// crate.
+fn assert_links_none_of(package: &str, expected: &[&str], forbidden: &[&str]) {
+    let packages = packages(package);
+    // The listing was read at all: the package itself and what it surely
     // uses are there, so an empty or misparsed tree cannot pass.
-    for expected in [GUEST, "patchpilot-sandbox-wire", "patchpilot-proto", "tokio", "tonic"] {
+    for expected in std::iter::once(&package).chain(expected) {
         assert!(packages.iter().any(|p| p == expected), "{expected} missing from the tree: {packages:?}");
     }
-    let found: Vec<&str> = FORBIDDEN.iter().copied().filter(|f| packages.iter().any(|p| p == f)).collect();
-    // Why each one is there: the path from the guest to it.
-    let why: Vec<String> = found.iter().map(|f| cargo_tree(&["--invert", f])).collect();
+    let found: Vec<&str> = forbidden.iter().copied().filter(|f| packages.iter().any(|p| p == f)).collect();
+    // Why each one is there: the path from the package to it.
+    let why: Vec<String> = found.iter().map(|f| cargo_tree(package, &["--invert", f])).collect();
     assert!(
         found.is_empty(),
-        "the guest's dependency tree holds {found:?}, which it must never link:\n{}",
+        "{package}'s dependency tree holds {found:?}, which it must never link:\n{}",
         why.join("\n")
     );
+}
+
+#[test]
+fn the_guest_links_nothing_of_the_hosts_service_stack() {
+    assert_links_none_of(
+        GUEST,
+        &["patchpilot-sandbox-wire", "patchpilot-proto", "tokio", "tonic"],
+        GUEST_FORBIDDEN,
+    );
+}
+
+#[test]
+fn the_controller_links_no_docker_or_vmm_client() {
+    assert_links_none_of(CONTROLLER, &["patchpilot-fleet", "sqlx", "octocrab"], CONTROLLER_FORBIDDEN);
 }
