@@ -2,16 +2,15 @@
 //! failure the patch caused (its log fenced as evidence for a repair), and
 //! an infrastructure failure (triaged for a re-run, no evidence).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use patchpilot_controller::ci_watch::{CiState, look};
 use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig};
 use patchpilot_controller::forge::{Access, Forge, NewPullRequest};
+use patchpilot_e2e::forge::{SeededForge, seeded_forge};
+use patchpilot_e2e::{TestDatabase, wait_for};
 use patchpilot_git::Git;
 use tokio_util::sync::CancellationToken;
-
-mod support;
-use support::{TestDb, seeded_forge};
 
 const CHECK: &str = r###"case "$(cat mode)" in
   pass|seed) echo ok ;;
@@ -20,9 +19,10 @@ const CHECK: &str = r###"case "$(cat mode)" in
 esac"###;
 
 #[tokio::test]
-async fn ci_results_are_triaged_and_patch_caused_logs_become_fenced_evidence() {
-    let Some(db) = TestDb::create().await else { return };
-    let (_root, forge, repo) = seeded_forge(&db, &[("mode", "seed\n")]).await;
+async fn ci_results_are_triaged_and_patch_caused_logs_become_fenced_evidence() -> anyhow::Result<()> {
+    let db = TestDatabase::create().await?;
+    let SeededForge { root: _root, forge, repo } =
+        seeded_forge(&db.migrated_pool().await?, &[("mode", "seed\n")]).await?;
     forge.set_check(&repo, "ci", vec!["sh".into(), "-c".into(), CHECK.into()]).await.expect("check");
 
     let remote = forge.remote(&repo, Access::Write).await.expect("remote");
@@ -58,15 +58,14 @@ async fn ci_results_are_triaged_and_patch_caused_logs_become_fenced_evidence() {
     });
     let mut states = Vec::new();
     for (mode, sha) in &shas {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let state = loop {
-            match look(&forge, &repo, sha).await.expect("look") {
-                CiState::Pending if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await
-                }
-                other => break other,
-            }
-        };
+        let state =
+            wait_for(&format!("CI on the {mode} branch to finish"), Duration::from_secs(30), || async {
+                Ok(match look(&forge, &repo, sha).await? {
+                    CiState::Pending => None,
+                    done => Some(done),
+                })
+            })
+            .await?;
         states.push((*mode, state));
     }
     stop.cancel();
@@ -94,4 +93,5 @@ async fn ci_results_are_triaged_and_patch_caused_logs_become_fenced_evidence() {
         }
         other => panic!("infra: {other:?}"),
     }
+    Ok(())
 }

@@ -11,6 +11,7 @@ use patchpilot_controller::notify::{
     Event, JsonWebhook, Notification, Notifier, NotifierConfig, NotifyError, Retry, SlackWebhook,
     StdoutNotifier,
 };
+use patchpilot_e2e::ClosedPort;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -218,13 +219,10 @@ async fn persistent_5xx_and_unreachable_hosts_give_up_after_three_tries_without_
     assert!(matches!(err, NotifyError::Unavailable { attempts: 3, .. }), "{err:?}");
     assert!(!err.to_string().contains("XXXXsecretXXXX"), "{err}");
 
-    // Nothing listens on this port once the listener is dropped.
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.local_addr().expect("addr").port()
-    };
+    // A port held but never listened on: every connection is refused.
+    let closed = ClosedPort::reserve().expect("reserve a port");
     let hook =
-        SlackWebhook::with_retry(&format!("http://127.0.0.1:{port}{SECRET_PATH}"), fast()).expect("hook");
+        SlackWebhook::with_retry(&format!("http://{}{SECRET_PATH}", closed.addr), fast()).expect("hook");
     let err = hook.send(&notification(Event::Green)).await.expect_err("refused");
     assert!(matches!(err, NotifyError::Unavailable { attempts: 3, .. }), "{err:?}");
     let text = err.to_string();

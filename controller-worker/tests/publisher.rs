@@ -5,10 +5,9 @@
 use patchpilot_controller::forge::local::LocalForge;
 use patchpilot_controller::forge::{Access, Forge, Repo};
 use patchpilot_controller::publisher::{PublishRequest, publish_change};
+use patchpilot_e2e::TestDatabase;
+use patchpilot_e2e::forge::{SeededForge, seeded_forge};
 use patchpilot_git::Git;
-
-mod support;
-use support::{TestDb, seeded_forge};
 
 async fn fresh_clone(forge: &LocalForge, repo: &Repo, dir: &std::path::Path) {
     let remote = forge.remote(repo, Access::Read).await.expect("remote");
@@ -21,9 +20,11 @@ async fn fresh_clone(forge: &LocalForge, repo: &Repo, dir: &std::path::Path) {
 }
 
 #[tokio::test]
-async fn publishing_twice_or_after_a_crash_gives_one_pr_and_one_commit() {
-    let Some(db) = TestDb::create().await else { return };
-    let (root, forge, repo) = seeded_forge(&db, &[("Dockerfile", "FROM golang:1.22.1-alpine3.19\n")]).await;
+async fn publishing_twice_or_after_a_crash_gives_one_pr_and_one_commit() -> anyhow::Result<()> {
+    let db = TestDatabase::create().await?;
+    let pool = db.migrated_pool().await?;
+    let SeededForge { root, forge, repo } =
+        seeded_forge(&pool, &[("Dockerfile", "FROM golang:1.22.1-alpine3.19\n")]).await?;
     let base = forge.branch_head(&repo, "main").await.expect("head").expect("main");
 
     let labels = vec!["security".to_string(), "patchpilot".to_string()];
@@ -66,8 +67,9 @@ async fn publishing_twice_or_after_a_crash_gives_one_pr_and_one_commit() {
     let pr = forge.pull_request(&repo, results[0].pr.number).await.expect("pr");
     assert_eq!(pr.labels.iter().filter(|l| *l == "security").count(), 1);
     let open: i64 = sqlx::query_scalar("SELECT count(*) FROM local_forge_pull_requests WHERE state = 'open'")
-        .fetch_one(&db.pool)
+        .fetch_one(&pool)
         .await
         .expect("count");
     assert_eq!(open, 1);
+    Ok(())
 }

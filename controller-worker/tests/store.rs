@@ -5,14 +5,12 @@ use std::time::Duration;
 
 use patchpilot_controller::lifecycle::{Event, Limits, Machine, State};
 use patchpilot_controller::store::{Error, JobOutcome, Store};
-
-mod support;
-use support::TestDb;
+use patchpilot_e2e::{TestDatabase, wait_for};
 
 #[tokio::test]
-async fn revisions_are_recorded_once_and_never_go_backwards() {
-    let Some(db) = TestDb::create().await else { return };
-    let store = Store::new(db.pool.clone());
+async fn revisions_are_recorded_once_and_never_go_backwards() -> anyhow::Result<()> {
+    let db = TestDatabase::create().await?;
+    let store = Store::new(db.migrated_pool().await?);
     assert_eq!(store.record_job("rem-1", 1, b"job-1").await.expect("record"), JobOutcome::Created);
     assert_eq!(store.record_job("rem-1", 1, b"job-1").await.expect("redelivery"), JobOutcome::Ignored);
     assert_eq!(store.record_job("rem-1", 3, b"job-3").await.expect("newer"), JobOutcome::Updated);
@@ -20,38 +18,39 @@ async fn revisions_are_recorded_once_and_never_go_backwards() {
     let (machine, revision, job) = store.load("rem-1").await.expect("load").expect("row");
     assert_eq!((revision, job.as_slice()), (3, &b"job-3"[..]));
     assert_eq!(machine.state, State::Queued);
+    Ok(())
 }
 
+/// A lease that outlasts the checks made while it is held, however loaded
+/// the machine.
+const LEASE: Duration = Duration::from_secs(30);
+
+/// The lease a renews with before it stalls: short, so the test's wait for
+/// it to run out (polled, as Postgres's clock decides) is short too.
+const SHORT_LEASE: Duration = Duration::from_millis(50);
+
 #[tokio::test]
-async fn one_controller_at_a_time_and_a_stalled_one_cannot_write_after_a_takeover() {
-    let Some(db) = TestDb::create().await else { return };
-    let store = Store::new(db.pool.clone());
+async fn one_controller_at_a_time_and_a_stalled_one_cannot_write_after_a_takeover() -> anyhow::Result<()> {
+    let db = TestDatabase::create().await?;
+    let pool = db.migrated_pool().await?;
+    let store = Store::new(pool.clone());
     store.record_job("rem-1", 1, b"job").await.expect("record");
-    let a = store
-        .acquire("rem-1", "controller-a", Duration::from_millis(300))
-        .await
-        .expect("acquire")
-        .expect("free");
-    assert!(
-        store.acquire("rem-1", "controller-b", Duration::from_secs(30)).await.expect("acquire").is_none(),
-        "held by a"
-    );
+    let a = store.acquire("rem-1", "controller-a", LEASE).await.expect("acquire").expect("free");
+    assert!(store.acquire("rem-1", "controller-b", LEASE).await.expect("acquire").is_none(), "held by a");
     assert_eq!(store.due(10).await.expect("due"), Vec::<String>::new(), "a leased remediation is not due");
-    let renewed = store
-        .acquire("rem-1", "controller-a", Duration::from_millis(300))
-        .await
-        .expect("renew")
-        .expect("own");
+    // A renewal sets the lease's end anew, here to a short while from now.
+    let renewed = store.acquire("rem-1", "controller-a", SHORT_LEASE).await.expect("renew").expect("own");
     assert_eq!(renewed.epoch, a.epoch, "a renewal keeps the epoch");
 
-    // a stalls past its lease; b takes over.
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(store.due(10).await.expect("due"), vec!["rem-1".to_string()]);
-    let b = store
-        .acquire("rem-1", "controller-b", Duration::from_secs(30))
-        .await
-        .expect("acquire")
-        .expect("expired");
+    // a stalls past its lease (Postgres's clock decides when it ends):
+    // the remediation comes due again, and b takes over.
+    let due = wait_for("a's lease to run out", Duration::from_secs(30), || async {
+        let due = store.due(10).await?;
+        Ok((!due.is_empty()).then_some(due))
+    })
+    .await?;
+    assert_eq!(due, vec!["rem-1".to_string()]);
+    let b = store.acquire("rem-1", "controller-b", LEASE).await.expect("acquire").expect("expired");
     assert!(b.epoch > a.epoch);
 
     let (mut machine, _, _) = store.load("rem-1").await.expect("load").expect("row");
@@ -68,17 +67,14 @@ async fn one_controller_at_a_time_and_a_stalled_one_cannot_write_after_a_takeove
     assert_eq!(stored, machine, "b's state stands");
     let transitions: i64 =
         sqlx::query_scalar("SELECT count(*) FROM controller_transitions WHERE remediation_id = 'rem-1'")
-            .fetch_one(&db.pool)
+            .fetch_one(&pool)
             .await
             .expect("count");
     assert_eq!(transitions, 1);
 
     // Released: free for anyone at once, with a new epoch.
     store.release(&b).await.expect("release");
-    let c = store
-        .acquire("rem-1", "controller-c", Duration::from_secs(30))
-        .await
-        .expect("acquire")
-        .expect("released");
+    let c = store.acquire("rem-1", "controller-c", LEASE).await.expect("acquire").expect("released");
     assert!(c.epoch > b.epoch);
+    Ok(())
 }

@@ -7,10 +7,8 @@ use std::time::Duration;
 use patchpilot_controller::forge::Secret;
 use patchpilot_controller::store::Store;
 use patchpilot_controller::webhook;
+use patchpilot_e2e::TestDatabase;
 use tokio_util::sync::CancellationToken;
-
-mod support;
-use support::TestDb;
 
 const SHA: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
 
@@ -30,10 +28,11 @@ async fn asleep(pool: &sqlx::PgPool) -> bool {
 }
 
 #[tokio::test]
-async fn signed_ci_events_wake_the_remediation_on_that_head_and_others_are_refused() {
+async fn signed_ci_events_wake_the_remediation_on_that_head_and_others_are_refused() -> anyhow::Result<()> {
     patchpilot_fleet::telemetry::install_crypto_provider();
-    let Some(db) = TestDb::create().await else { return };
-    let store = Store::new(db.pool.clone());
+    let db = TestDatabase::create().await?;
+    let pool = db.migrated_pool().await?;
+    let store = Store::new(pool.clone());
     store.record_job("rem-hook", 1, b"job").await.expect("job");
     let machine = serde_json::json!({
         "remediation_id": "rem-hook", "revision": 1,
@@ -43,7 +42,7 @@ async fn signed_ci_events_wake_the_remediation_on_that_head_and_others_are_refus
     });
     sqlx::query("UPDATE controller_remediations SET machine = $1::json, state = 'ci_pending', wake_at = now() + interval '1 hour' WHERE remediation_id = 'rem-hook'")
         .bind(machine.to_string())
-        .execute(&db.pool)
+        .execute(&pool)
         .await
         .expect("ci_pending");
 
@@ -75,7 +74,7 @@ async fn signed_ci_events_wake_the_remediation_on_that_head_and_others_are_refus
     let forged =
         post("check_run", body.clone(), Some(sign("not-the-secret-at-all", &body))).await.expect("send");
     assert_eq!(forged.status(), 401);
-    assert!(asleep(&db.pool).await, "a refused delivery wakes nothing");
+    assert!(asleep(&pool).await, "a refused delivery wakes nothing");
 
     let ping = post("ping", b"{}".to_vec(), Some(sign(secret, b"{}"))).await.expect("send");
     assert_eq!(ping.status(), 200);
@@ -85,8 +84,9 @@ async fn signed_ci_events_wake_the_remediation_on_that_head_and_others_are_refus
     let good = post("check_run", body.clone(), Some(sign(secret, &body))).await.expect("send");
     assert_eq!(good.status(), 202);
     assert_eq!(good.text().await.expect("text").trim(), "woke 1");
-    assert!(!asleep(&db.pool).await, "woken");
+    assert!(!asleep(&pool).await, "woken");
 
     stop.cancel();
     server.await.expect("join").expect("serve");
+    Ok(())
 }

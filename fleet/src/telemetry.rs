@@ -142,7 +142,10 @@ pub async fn serve_metrics(
             }
         }),
     );
-    tracing::info!(%addr, "metrics endpoint listening");
+    // The address bound, which differs from `addr` when that asks for port
+    // 0 (the tests do, and read the port back from this line).
+    let bound = listener.local_addr().unwrap_or(addr);
+    tracing::info!(addr = %bound, "metrics endpoint listening");
     Ok(tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })

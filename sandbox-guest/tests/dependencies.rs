@@ -8,7 +8,9 @@
 //! Docker client it builds images with, for `patchpilot-agent`, the other
 //! PatchPilot binary in the VM's root, and for `patchpilot-registry`, the
 //! registry client it shares with the host's services, which must not
-//! bring in theirs. Checked on the resolved tree of normal dependencies
+//! bring in theirs. The controller holds the forge's write access and never
+//! drives Docker or a VMM (the sandbox worker does, on the far side of the
+//! bus), so it links neither client. Checked on the resolved tree of normal dependencies
 //! (what a binary links), so a crate that pulls one in transitively fails
 //! here as surely as a direct dependency.
 
@@ -33,6 +35,7 @@ const HOST_STACK: &[&str] = &[
 const GUEST: &str = "patchpilot-sandbox-guest";
 const AGENT: &str = "patchpilot-agent";
 const REGISTRY: &str = "patchpilot-registry";
+const CONTROLLER: &str = "patchpilot-controller";
 
 /// The cargo that runs this test (set by cargo and nextest at run time),
 /// else the one that built it.
@@ -120,4 +123,13 @@ fn the_registry_client_links_no_service_stack_at_all() {
     // Light for every user: no gRPC either, not even the contracts.
     let forbidden = [HOST_STACK, &["bollard", "tonic", "patchpilot-proto", "patchpilot-model"]].concat();
     assert_tree(REGISTRY, &[REGISTRY, "oci-client", "tokio"], &forbidden);
+}
+
+#[test]
+fn the_controller_links_no_docker_or_vmm_client() {
+    assert_tree(
+        CONTROLLER,
+        &[CONTROLLER, "patchpilot-fleet", "sqlx", "octocrab"],
+        &["bollard", "firepilot", "firepilot_models"],
+    );
 }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use patchpilot_e2e::TestDatabase;
 use patchpilot_sandbox::egress::audit::rules;
 use patchpilot_sandbox::egress::dns;
 use patchpilot_sandbox::egress::protocol::{
@@ -512,22 +513,14 @@ async fn guest_dns_answers_servfail_when_host_is_unreachable() {
 /// Decisions land in Postgres (`egress_decisions`) through PgRecorder.
 #[tokio::test]
 async fn pg_recorder_writes_rows() {
-    let Ok(admin_url) = std::env::var("PATCHPILOT_TEST_DATABASE_URL") else {
-        eprintln!(
-            "skipping pg_recorder_writes_rows: PATCHPILOT_TEST_DATABASE_URL is not set \
-             (scripts/services up && eval \"$(scripts/services env)\")"
-        );
-        return;
-    };
-    let db = TestDb::create(&admin_url).await;
-    let pool = sqlx::PgPool::connect(&db.url).await.expect("connect test database");
-    let migrator = patchpilot_fleet::store::migrator();
     assert!(
-        migrator.iter().any(|m| m.version == 20261130000002),
+        patchpilot_fleet::store::migrator().iter().any(|m| m.version == 20261130000002),
         "patchpilot-fleet was compiled before fleet/migrations/20261130000002_egress.sql existed; \
          sqlx embeds migrations at build time: touch fleet/src/store.rs and rebuild"
     );
-    migrator.run(&pool).await.expect("migrations apply");
+    // Fails, naming the command that starts it, when there is no server.
+    let db = TestDatabase::create().await.expect("a test database");
+    let pool = db.migrated_pool().await.expect("a migrated pool");
 
     let (pg, writer) = PgRecorder::spawn(pool.clone());
     let port = echo_server().await;
@@ -582,39 +575,6 @@ async fn pg_recorder_writes_rows() {
 
 /// run_id, verdict, kind, name, host(ip), port, rule, answers.
 type Row = (String, String, String, Option<String>, Option<String>, Option<i32>, String, Option<Vec<String>>);
-
-/// A fresh database per test, dropped afterwards.
-struct TestDb {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl TestDb {
-    async fn create(admin_url: &str) -> TestDb {
-        let name = format!("pp_test_egress_{}", uuid::Uuid::new_v4().simple());
-        let admin = sqlx::PgPool::connect(admin_url).await.expect("reach the test Postgres");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await
-            .expect("create database");
-        admin.close().await;
-        let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin_url);
-        TestDb { admin_url: admin_url.to_string(), url: format!("{base}/{name}"), name }
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        // Drop is synchronous; psql comes with the server.
-        let _ = std::process::Command::new("psql")
-            .arg(&self.admin_url)
-            .args(["-qc", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-}
 
 /// Env var that turns [`netns_child`] into the in-namespace half of
 /// [`guest_redirector_through_nat_in_network_namespace`].

@@ -203,17 +203,17 @@ pub fn advisory_db(db_dir: &Path, records: &[serde_json::Value]) -> anyhow::Resu
 }
 
 /// The Docker daemon the tests build with (`DOCKER_HOST`, set by
-/// `scripts/services env`), or why there is none.
-pub fn docker_host() -> Result<String, String> {
-    let host = std::env::var("DOCKER_HOST").map_err(|_| {
-        "DOCKER_HOST is not set: run the tests through scripts/test, which starts a private dockerd"
-            .to_owned()
-    })?;
-    let path =
-        host.strip_prefix("unix://").ok_or_else(|| format!("DOCKER_HOST={host} is not a unix socket"))?;
-    if !Path::new(path).exists() {
-        return Err(format!("DOCKER_HOST={host}: no socket there; `scripts/services up` starts dockerd"));
-    }
+/// `scripts/services env`); an error naming the command that starts it when
+/// there is none, so that a test needing Docker fails rather than skips.
+pub fn docker_host() -> anyhow::Result<String> {
+    const START: &str = "`scripts/services up` starts a private dockerd and \
+         `eval \"$(scripts/services env)\"` sets DOCKER_HOST (scripts/test does both)";
+    let host =
+        std::env::var("DOCKER_HOST").map_err(|_| anyhow::anyhow!("DOCKER_HOST is not set; {START}"))?;
+    let path = host
+        .strip_prefix("unix://")
+        .ok_or_else(|| anyhow::anyhow!("DOCKER_HOST={host} is not a unix socket; {START}"))?;
+    anyhow::ensure!(Path::new(path).exists(), "DOCKER_HOST={host}: no socket there; {START}");
     Ok(host)
 }
 

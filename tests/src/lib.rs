@@ -7,7 +7,10 @@
 //!   server picks, with its store in a temporary folder;
 //! - [`TestDatabase`]: a fresh database per test on the Postgres server that
 //!   `scripts/services up` runs (`PATCHPILOT_TEST_DATABASE_URL`);
-//! - [`Registry`]: a private `docker-registry` per test that needs one;
+//! - [`Registry`]: a private `docker-registry` per test that needs one, on
+//!   a port it picks itself;
+//! - [`ClosedPort`]: a loopback port where connections are refused, held
+//!   for as long as a test needs it;
 //! - [`Service`]: a PatchPilot binary (`patchpilot-planner`…) run as a real
 //!   process, killable with SIGKILL;
 //! - [`Stack`]: NATS + database + a bus connection and a pool, with helpers
@@ -17,7 +20,8 @@
 //! - [`sandbox`]: the microVM sandbox's config and skip reasons for tests
 //!   that boot real VMs;
 //! - [`images`] and [`alpine`]: test images pushed to a real registry, and
-//!   Alpine-like bases a real Docker daemon builds on.
+//!   Alpine-like bases a real Docker daemon builds on;
+//! - [`forge`]: the controller's local forge with a seeded repository.
 //!
 //! It must never fake a service: when a binary or server is missing, it
 //! fails with the command that installs it. Tests poll for conditions with
@@ -35,6 +39,7 @@ use sqlx::PgPool;
 use tempfile::TempDir;
 
 pub mod alpine;
+pub mod forge;
 pub mod images;
 pub mod jobs;
 pub mod sandbox;
@@ -167,6 +172,17 @@ impl TestDatabase {
         let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url);
         Ok(TestDatabase { url: format!("{base}/{name}"), admin_url, name })
     }
+
+    /// A pool on this database with the fleet's migrations applied.
+    pub async fn migrated_pool(&self) -> anyhow::Result<PgPool> {
+        let config = DatabaseConfig {
+            url: self.url.clone(),
+            max_connections: 4,
+            migrate: true,
+            ..DatabaseConfig::default()
+        };
+        Ok(patchpilot_fleet::store::connect(&config).await?)
+    }
 }
 
 impl Drop for TestDatabase {
@@ -206,11 +222,13 @@ impl Registry {
     async fn start_with(auth: Option<(&str, &str)>) -> anyhow::Result<Registry> {
         let bin = std::env::var("PATCHPILOT_REGISTRY_BIN").unwrap_or_else(|_| "docker-registry".into());
         let dir = tempfile::tempdir()?;
-        let port = free_port()?;
-        let addr = format!("127.0.0.1:{port}");
         let config = dir.path().join("config.yml");
+        // Port 0: the registry binds a port of its own and logs it at info
+        // level ("listening on 127.0.0.1:PORT"); a port picked here and
+        // bound by the registry later could be taken in between. The
+        // access log is off, so the log holds little but that line.
         let mut yaml = format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:0\n",
             dir.path().join("data").display()
         );
         if let Some((user, password)) = auth {
@@ -227,21 +245,47 @@ impl Registry {
             ));
         }
         std::fs::write(&config, yaml)?;
-        let child = Command::new(&bin)
+        let log = dir.path().join("registry.log");
+        let mut child = Command::new(&bin)
             .arg("serve")
             .arg(&config)
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("registry.log"))?)
+            .stderr(std::fs::File::create(&log)?)
             .spawn()
             .with_context(|| format!("cannot start `{bin}`; {SETUP_HINT}"))?;
-        let probe = addr.clone();
-        wait_for("docker-registry to listen", Duration::from_secs(10), || {
-            let probe = probe.clone();
-            async move { Ok(tokio::net::TcpStream::connect(&probe).await.ok().map(|_| ())) }
+        let listening = wait_for("docker-registry to listen", Duration::from_secs(10), || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let exited = child.try_wait();
+            let bin = bin.clone();
+            async move {
+                if let Some(addr) = text.lines().find_map(registry_listen_addr) {
+                    return Ok(Some(addr));
+                }
+                match exited? {
+                    Some(status) => bail!("`{bin}` exited with {status}:\n{text}"),
+                    None => Ok(None),
+                }
+            }
         })
-        .await?;
+        .await;
+        let addr = match listening {
+            Ok(addr) => addr,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         Ok(Registry { child, addr, _dir: dir })
     }
+}
+
+/// The address in the registry's `msg="listening on 127.0.0.1:PORT"` log
+/// line (distribution logs the bound address, so port 0 is resolved).
+fn registry_listen_addr(line: &str) -> Option<String> {
+    let rest = line.split("msg=\"listening on ").nth(1)?;
+    let addr = rest.split(['"', ',']).next()?;
+    addr.parse::<std::net::SocketAddr>().ok().map(|a| a.to_string())
 }
 
 impl Drop for Registry {
@@ -251,11 +295,30 @@ impl Drop for Registry {
     }
 }
 
-/// A free loopback port (bound and released; the window for a race is
-/// small and only affects this test).
-pub fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
+/// A loopback TCP port where connections are refused: bound, never
+/// listening, and held until dropped. Bound without `SO_REUSEADDR`, so no
+/// other socket can take the port while it lives (a port that was bound and
+/// released could be taken by another test's server at once).
+#[derive(Debug)]
+pub struct ClosedPort {
+    _socket: tokio::net::TcpSocket,
+    /// `127.0.0.1:PORT`.
+    pub addr: std::net::SocketAddr,
+}
+
+impl ClosedPort {
+    /// Reserves a port the kernel picks.
+    pub fn reserve() -> anyhow::Result<ClosedPort> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let addr = socket.local_addr()?;
+        Ok(ClosedPort { _socket: socket, addr })
+    }
+
+    /// The port number.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
 }
 
 /// A PatchPilot service process.
@@ -331,6 +394,25 @@ impl Service {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// Waits up to `timeout` for the service to log `message` (in the JSON
+    /// log format [`Stack::env`] sets) and returns that line's `field`: how a
+    /// test learns an address the service bound to port 0.
+    pub async fn logged_field(
+        &self,
+        message: &str,
+        field: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
+        wait_for(&format!("{message:?} in {}", self.log.display()), timeout, || async {
+            Ok(self.log_text().lines().find_map(|line| {
+                let event: serde_json::Value = serde_json::from_str(line).ok()?;
+                let fields = &event["fields"];
+                (fields["message"] == message).then(|| fields[field].as_str().map(str::to_owned))?
+            }))
+        })
+        .await
+    }
 }
 
 impl Drop for Service {
@@ -382,12 +464,7 @@ impl Stack {
         patchpilot_fleet::telemetry::install_crypto_provider();
         let nats = NatsServer::start().await?;
         let db = TestDatabase::create().await?;
-        let pool = patchpilot_fleet::store::connect(&DatabaseConfig {
-            url: db.url.clone(),
-            max_connections: 4,
-            ..DatabaseConfig::default()
-        })
-        .await?;
+        let pool = db.migrated_pool().await?;
         let bus = Bus::connect(
             &NatsConfig { url: nats.url.clone(), ..NatsConfig::default() },
             Self::bus_config(),

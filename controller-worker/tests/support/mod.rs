@@ -1,6 +1,7 @@
-//! What the controller's integration tests share: a fresh, migrated
-//! database per test on the server `scripts/services up` runs, and a local
-//! forge with one seeded repository.
+//! A fresh, migrated database per test on the server `scripts/services up`
+//! runs, for `local_forge.rs` until it moves to its own crate; the other
+//! tests use the shared harness (`patchpilot_e2e`), whose
+//! `TestDatabase` fails instead of skipping when the server is missing.
 
 #![allow(dead_code)]
 
@@ -46,22 +47,4 @@ impl Drop for TestDb {
             .stderr(Stdio::null())
             .status();
     }
-}
-
-/// A local forge in a fresh folder (kept while the returned `TempDir`
-/// lives) with `acme/api` whose `main` holds `files`.
-pub async fn seeded_forge(
-    db: &TestDb,
-    files: &[(&str, &str)],
-) -> (tempfile::TempDir, patchpilot_controller::forge::local::LocalForge, patchpilot_controller::forge::Repo)
-{
-    let root = tempfile::tempdir().expect("tempdir");
-    let forge = patchpilot_controller::forge::local::LocalForge::new(root.path(), db.pool.clone());
-    let repo = patchpilot_controller::forge::Repo { owner: "acme".into(), name: "api".into() };
-    let seed = tempfile::tempdir().expect("seed");
-    for (name, text) in files {
-        std::fs::write(seed.path().join(name), text).expect("seed");
-    }
-    forge.create_repository(&repo, "main", Some(seed.path())).await.expect("create");
-    (root, forge, repo)
 }

@@ -136,18 +136,9 @@ fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-macro_rules! need_docker {
-    () => {
-        if let Err(why) = alpine::docker_host() {
-            eprintln!("skipping: {why}");
-            return Ok(());
-        }
-    };
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headline_bumps_the_golang_base_and_drops_the_pins_it_makes_obsolete() -> anyhow::Result<()> {
-    need_docker!();
+    alpine::docker_host()?;
     let fx = Fixture::new(&[cve_2024_2511()]).await?;
     let reg = fx.registry.addr.clone();
     let available = [("libcrypto3", "3.1.4-r5"), ("libssl3", "3.1.4-r5")];
@@ -321,7 +312,7 @@ fn index_packages() -> Vec<(&'static str, &'static str, &'static str)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_base_fix_the_pins_rise_to_the_smallest_fixed_version_in_the_index() -> anyhow::Result<()> {
-    need_docker!();
+    alpine::docker_host()?;
     let fx = Fixture::new(&[cve_2024_2511()]).await?;
     let index = FileServer::start(vec![(
         "v3.19/main/x86_64/APKINDEX.tar.gz".into(),
@@ -354,7 +345,7 @@ async fn without_a_base_fix_the_pins_rise_to_the_smallest_fixed_version_in_the_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_the_mirror_lacks_fails_the_build_and_leaves_no_patch() -> anyhow::Result<()> {
-    need_docker!();
+    alpine::docker_host()?;
     let fx = Fixture::new(&[cve_2024_2511()]).await?;
     let index =
         FileServer::start(vec![("APKINDEX.tar.gz".into(), apkindex_archive(&index_packages()))]).await?;
@@ -378,7 +369,7 @@ async fn a_version_the_mirror_lacks_fails_the_build_and_leaves_no_patch() -> any
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_fix_and_worse_candidates_are_refused_and_explained() -> anyhow::Result<()> {
-    need_docker!();
+    alpine::docker_host()?;
     // Two advisories made for this test (ids say so): one with no fix, one
     // critical in a package only the candidate brings.
     let no_fix = alpine::alpine_osv(

@@ -21,6 +21,7 @@ use std::time::Duration;
 use patchpilot_controller::forge::Repo;
 use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_e2e::alpine::{advisory_db, cve_2024_2511, openssl, push_base};
+use patchpilot_e2e::forge::create_seeded_repository;
 use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker_with};
 use patchpilot_e2e::{Service, Stack, wait_for};
@@ -105,13 +106,8 @@ impl Loop {
         let root = stack.dir.path().join("forge");
         let forge = LocalForge::new(&root, stack.pool.clone());
         for (name, files) in seeds {
-            let seed = stack.dir.path().join(format!("seed-{name}"));
-            std::fs::create_dir_all(&seed)?;
-            for (file, text) in files {
-                std::fs::write(seed.join(file), text)?;
-            }
             let repo = Repo { owner: "acme".into(), name: name.clone() };
-            forge.create_repository(&repo, "main", Some(&seed)).await?;
+            create_seeded_repository(&forge, &repo, "main", files).await?;
             forge.set_check(&repo, "lint", vec!["sh".into(), "-c".into(), ci_check.into()]).await?;
         }
         let ci = LocalCi::new(LocalCiConfig {

@@ -39,8 +39,10 @@ fn actionable(a: &Assessment) -> usize {
 #[tokio::test]
 async fn trivy_grype_and_native_reports_become_findings_remediations_and_jobs() -> anyhow::Result<()> {
     let stack = Stack::start().await?;
-    let metrics = format!("127.0.0.1:{}", patchpilot_e2e::free_port()?);
-    let _planner = stack.spawn_planner(&format!("{PLANNER}\n[telemetry]\nmetrics_addr = \"{metrics}\"\n"))?;
+    // Port 0: the planner binds a port of its own and logs it.
+    let planner =
+        stack.spawn_planner(&format!("{PLANNER}\n[telemetry]\nmetrics_addr = \"127.0.0.1:0\"\n"))?;
+    let metrics = planner.logged_field("metrics endpoint listening", "addr", Duration::from_secs(30)).await?;
     let trivy = fixture("reports/trivy-alpine-310-registry.json");
     let grype = fixture("reports/grype-chainguard-rabbitmq-image.json");
     let native = workspace_root().join("examples/assessments/payments.json");

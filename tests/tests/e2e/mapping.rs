@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use patchpilot_e2e::{Registry, Stack, free_port, push_labelled_image};
+use patchpilot_e2e::{ClosedPort, Registry, Stack, push_labelled_image};
 
 use crate::support::{self, arg};
 
@@ -28,7 +28,8 @@ async fn images_map_by_rule_assessment_labels_and_registry_labels() -> anyhow::R
     .await?;
     let bare = push_labelled_image(&registry, "acme/bare", "1.0", &[("maintainer", "someone")]).await?;
     // A registry address nothing listens on: the lookup fails on loopback.
-    let dead = format!("127.0.0.1:{}", free_port()?);
+    let closed = ClosedPort::reserve()?;
+    let dead = closed.addr;
 
     let config = format!(
         r#"

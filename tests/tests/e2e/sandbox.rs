@@ -16,7 +16,7 @@ use anyhow::{Context, bail};
 use patchpilot_e2e::alpine::{busybox_layer, runnable_config};
 use patchpilot_e2e::images::push_image;
 use patchpilot_e2e::sandbox::{processes_mentioning, sandbox};
-use patchpilot_e2e::{Registry, TestDatabase, free_port, run_binary};
+use patchpilot_e2e::{ClosedPort, Registry, TestDatabase, run_binary};
 use patchpilot_model::RunOutcome;
 use patchpilot_proto::v1;
 use patchpilot_sandbox::egress::audit::{
@@ -197,7 +197,9 @@ async fn sandbox_docker_build_pulls_from_the_host_loopback_registry_and_every_ot
     let config = runnable_config(&layers);
     push_image(&registry, "base", "1", &layers, config).await?;
     let port: u16 = registry.addr.rsplit(':').next().context("registry port")?.parse()?;
-    let closed_port = free_port()?;
+    // Held for the whole test, so that the port stays closed.
+    let closed = ClosedPort::reserve()?;
+    let closed_port = closed.port();
 
     let ws = tempfile::tempdir()?;
     std::fs::write(
@@ -217,8 +219,7 @@ exit 0"#
     );
 
     let db = TestDatabase::create().await?;
-    let pool = sqlx::PgPool::connect(&db.url).await?;
-    patchpilot_fleet::store::migrator().run(&pool).await?;
+    let pool = db.migrated_pool().await?;
     let (pg, writer) = PgRecorder::spawn(pool.clone());
     let memory = Arc::new(MemoryRecorder::default());
     let mut metrics_registry = prometheus_client::registry::Registry::default();

@@ -29,13 +29,30 @@ fn workspace(stack: &Stack) -> anyhow::Result<(PathBuf, Vec<u8>)> {
     std::fs::create_dir_all(dir.join("src"))?;
     std::fs::write(dir.join("README.md"), "hello\n")?;
     std::fs::write(dir.join("src/blob.bin"), [0u8, 159, 146, 150, 255, 0, 1])?;
+    let tar_gz = gzip_tar(&dir)?;
+    Ok((dir, tar_gz))
+}
+
+/// `dir` as a gzip tar, with deterministic headers.
+fn gzip_tar(dir: &Path) -> anyhow::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
     tar.mode(tar::HeaderMode::Deterministic);
-    tar.append_dir_all(".", &dir)?;
+    tar.append_dir_all(".", dir)?;
     let mut gz = tar.into_inner()?;
     gz.flush()?;
-    Ok((dir, gz.finish()?))
+    Ok(gz.finish()?)
 }
+
+/// The file whose presence in a workspace holds the run at its start
+/// (see [`HELD_SCRIPT`]).
+const HOLD: &str = "hold";
+
+/// Waits as long as the workspace holds [`HOLD`], then writes `new.txt`.
+/// A run of the workspace with the file never ends by itself (the test
+/// kills its worker at a moment of its choosing, however slow the VM), and
+/// a run of the one without it ends at once: no sleep stands in for
+/// "long enough".
+const HELD_SCRIPT: &str = "while [ -e hold ]; do sleep 1; done; echo hi > new.txt";
 
 fn sandbox_run(run_id: &str, workspace_object: &str, script: &str) -> SandboxRun {
     SandboxRun {
@@ -177,20 +194,25 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
     let stack = Stack::start().await?;
     let state = private_state(&stack)?;
     let (checkout, tar_gz) = workspace(&stack)?;
+    // Worker A gets the workspace with the hold file: its run cannot end
+    // before the kill. Worker B downloads the object again for its attempt
+    // and gets the one without it.
+    std::fs::write(checkout.join(HOLD), "")?;
+    let held = gzip_tar(&checkout);
+    std::fs::remove_file(checkout.join(HOLD))?;
+    let held = held?;
     let store = ArtifactStore::open(&stack.bus).await?;
-    store.put_bytes("workspaces/e2e-kill.tar.gz", &tar_gz).await?;
+    store.put_bytes("workspaces/e2e-kill.tar.gz", &held).await?;
     let runs = format!("{}/", state.join("runs").display());
 
     let mut first = spawn_worker(&stack, &state, "worker-a")?;
-    // Long enough that the first worker is surely mid-run when killed.
-    let script = "sleep 15; echo hi > new.txt";
     stack
         .bus
         .publish(
             &topics::SANDBOX_RUNS,
             None,
             "e2e-kill",
-            &sandbox_run("e2e-kill", "workspaces/e2e-kill.tar.gz", script),
+            &sandbox_run("e2e-kill", "workspaces/e2e-kill.tar.gz", HELD_SCRIPT),
         )
         .await?;
     let leftovers = wait_for("worker A's VM to start", RUN_TIMEOUT, || async {
@@ -205,6 +227,7 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
     first.kill();
     let survivors: Vec<u32> = leftovers.iter().map(|(pid, _)| *pid).filter(|pid| !is_zombie(*pid)).collect();
     assert!(!survivors.is_empty(), "nothing survived the worker; the sweep would have nothing to do");
+    store.put_bytes("workspaces/e2e-kill.tar.gz", &tar_gz).await?;
 
     let mut second = spawn_worker(&stack, &state, "worker-b")?;
     let result = wait_result(&stack, &second).await?;
