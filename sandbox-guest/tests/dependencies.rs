@@ -10,9 +10,11 @@
 //! registry client it shares with the host's services, which must not
 //! bring in theirs. The controller holds the forge's write access and never
 //! drives Docker or a VMM (the sandbox worker does, on the far side of the
-//! bus), so it links neither client. Checked on the resolved tree of normal dependencies
-//! (what a binary links), so a crate that pulls one in transitively fails
-//! here as surely as a direct dependency.
+//! bus), so it links neither client. Checked on the resolved tree of normal
+//! dependencies (what a binary links), so a crate that pulls one in
+//! transitively fails here as surely as a direct dependency. What the image's
+//! binaries actually link is checked in
+//! sandbox-worker/tests/guest_binaries.rs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
