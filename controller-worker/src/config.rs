@@ -11,10 +11,10 @@ use std::time::Duration;
 use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
 use serde::{Deserialize, Serialize};
 
-use crate::forge::github::GitHubConfig;
 use crate::lifecycle::Limits;
 use crate::notify::NotifierConfig;
 use crate::vet::VetPolicy;
+use patchpilot_forge::github::GitHubConfig;
 
 /// Everything `patchpilot-controller` reads at start: the shared sections
 /// (Postgres holds the lifecycle's state, leases, runs and the local
@@ -203,7 +203,7 @@ impl Validate for ControllerConfig {
             ));
         }
         for repo in self.instructions.keys() {
-            if crate::forge::Repo::from_url(&format!("local://{repo}")).is_err() {
+            if patchpilot_forge::Repo::from_url(&format!("local://{repo}")).is_err() {
                 return Err(config::Error::invalid(
                     key(prefix, &format!("instructions.{repo}")),
                     "keys are repositories as owner/name",

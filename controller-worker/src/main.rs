@@ -8,8 +8,8 @@
 
 use std::process::ExitCode;
 
-use patchpilot_controller::forge::credential;
 use patchpilot_controller::service;
+use patchpilot_forge::credential;
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);

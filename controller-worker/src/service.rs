@@ -24,11 +24,11 @@ use tracing::Instrument as _;
 
 use crate::config::{Config, ForgeKind};
 use crate::executor::Executor;
-use crate::forge::Forge;
-use crate::forge::github::GitHub;
-use crate::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use crate::notify::Notifier;
 use crate::store::{JobOutcome, Store};
+use patchpilot_forge::Forge;
+use patchpilot_forge::github::GitHub;
+use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
 
 /// The controller as the service skeleton runs it.
 pub const SERVICE: ServiceSpec = ServiceSpec {
@@ -48,7 +48,7 @@ pub enum Error {
     Artifacts(#[from] artifacts::Error),
     /// The forge could not be set up.
     #[error("the forge")]
-    Forge(#[from] crate::forge::Error),
+    Forge(#[from] patchpilot_forge::Error),
     /// A notifier could not be set up.
     #[error("a notifier")]
     Notify(#[from] crate::notify::NotifyError),
@@ -78,7 +78,7 @@ impl JobIntake {
         // Validated here so a bad job is a dead letter with its reason, not
         // a remediation that fails later.
         let job: RemediationJob = delivery.decode()?;
-        crate::forge::Repo::from_url(&job.target.repo_url).map_err(|e| {
+        patchpilot_forge::Repo::from_url(&job.target.repo_url).map_err(|e| {
             HandlerError::Permanent(format!("invalid RemediationJob {:?}: target.repo_url: {e}", job.job_id))
         })?;
         let id = job.remediation_id.to_string();
@@ -196,7 +196,7 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
             Some(tokio::spawn(crate::webhook::serve(
                 listener,
                 store.clone(),
-                crate::forge::Secret::new(hook.secret.clone()),
+                patchpilot_forge::Secret::new(hook.secret.clone()),
                 shutdown.clone(),
             )))
         }

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use patchpilot_controller::ci_watch::{CiState, look};
-use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig};
-use patchpilot_controller::forge::{Access, Forge, NewPullRequest};
+use patchpilot_forge::{Access, Forge, NewPullRequest};
+use patchpilot_forge_local::{LocalCi, LocalCiConfig};
 use patchpilot_git::Git;
 use tokio_util::sync::CancellationToken;
 

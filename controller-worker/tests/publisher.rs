@@ -2,9 +2,9 @@
 //! and one commit per change, however often publishing is repeated or
 //! resumed after a crash.
 
-use patchpilot_controller::forge::local::LocalForge;
-use patchpilot_controller::forge::{Access, Forge, Repo};
 use patchpilot_controller::publisher::{PublishRequest, publish_change};
+use patchpilot_forge::{Access, Forge, Repo};
+use patchpilot_forge_local::LocalForge;
 use patchpilot_git::Git;
 
 mod support;

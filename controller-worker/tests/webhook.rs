@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use patchpilot_controller::forge::Secret;
 use patchpilot_controller::store::Store;
 use patchpilot_controller::webhook;
+use patchpilot_forge::Secret;
 use tokio_util::sync::CancellationToken;
 
 mod support;

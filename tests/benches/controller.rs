@@ -26,14 +26,14 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use patchpilot_controller::config::ControllerConfig;
 use patchpilot_controller::executor::Executor;
-use patchpilot_controller::forge::Repo;
-use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_controller::service::{JobIntake, ResultIntake};
 use patchpilot_controller::store::Store;
 use patchpilot_e2e::Stack;
 use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_fleet::artifacts::ArtifactStore;
 use patchpilot_fleet::bus::{self, ConsumeOptions, ConsumerMetrics, ConsumerSpec, StreamName, topics};
+use patchpilot_forge::Repo;
+use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_model::{RunOutcome, SandboxResult, SandboxRun, Wire as _};
 use tokio_util::sync::CancellationToken;
 

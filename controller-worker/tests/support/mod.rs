@@ -53,11 +53,10 @@ impl Drop for TestDb {
 pub async fn seeded_forge(
     db: &TestDb,
     files: &[(&str, &str)],
-) -> (tempfile::TempDir, patchpilot_controller::forge::local::LocalForge, patchpilot_controller::forge::Repo)
-{
+) -> (tempfile::TempDir, patchpilot_forge_local::LocalForge, patchpilot_forge::Repo) {
     let root = tempfile::tempdir().expect("tempdir");
-    let forge = patchpilot_controller::forge::local::LocalForge::new(root.path(), db.pool.clone());
-    let repo = patchpilot_controller::forge::Repo { owner: "acme".into(), name: "api".into() };
+    let forge = patchpilot_forge_local::LocalForge::new(root.path(), db.pool.clone());
+    let repo = patchpilot_forge::Repo { owner: "acme".into(), name: "api".into() };
     let seed = tempfile::tempdir().expect("seed");
     for (name, text) in files {
         std::fs::write(seed.path().join(name), text).expect("seed");

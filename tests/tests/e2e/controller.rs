@@ -18,13 +18,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use patchpilot_controller::forge::Repo;
-use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_e2e::alpine::{advisory_db, cve_2024_2511, openssl, push_base};
 use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker_with};
 use patchpilot_e2e::{Service, Stack, wait_for};
 use patchpilot_fleet::bus::topics;
+use patchpilot_forge::Repo;
+use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_model::{Finding, JobReason, RemediationJob};
 use tokio_util::sync::CancellationToken;
 

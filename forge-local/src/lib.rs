@@ -22,7 +22,7 @@ use sqlx::{FromRow, PgPool};
 
 pub use ci::{LocalCi, LocalCiConfig};
 
-use super::{
+use patchpilot_forge::{
     Access, Check, CheckSource, CheckState, Comment, Error, Forge, GitRemote, NewPullRequest, PrState,
     PullRequest, Repo, StatusState,
 };

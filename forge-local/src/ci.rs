@@ -30,8 +30,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::{LocalForge, db, is_sha, local};
-use crate::forge::{Error, Repo};
+use crate::{LocalForge, db, is_sha, local};
+use patchpilot_forge::{Error, Repo};
 use patchpilot_git::Git;
 
 /// How the runner behaves.
