@@ -723,7 +723,13 @@ impl Executor {
         std::fs::create_dir_all(&self.config.work_dir)?;
         let prefix: String =
             remediation_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
-        Ok(tempfile::Builder::new().prefix(&format!("{prefix}-")).tempdir_in(&self.config.work_dir)?)
+        // 0700 (tempfile leaves the umask's mode): with the local forge's
+        // CI, repository code runs under another uid on this machine, and
+        // must not read the clones and patches of other remediations.
+        Ok(tempfile::Builder::new()
+            .prefix(&format!("{prefix}-"))
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&self.config.work_dir)?)
     }
 }
 

@@ -6,7 +6,9 @@
 //! - `SANDBOX_RESULTS` → [`ResultIntake`]: each result is stored with its
 //!   run and wakes the remediation waiting for it.
 //! - the [`Executor`] drives the lifecycle from the stored state.
-//! - with the local forge, optionally the local CI runner.
+//! - with the local forge, optionally the local CI runner, whose checks
+//!   run in `patchpilot-local-ci` processes under a uid of their own (see
+//!   `patchpilot_forge_local`).
 //!
 //! Messages that do not decode, or name nothing valid, go to the dead
 //! letters with the reason; nothing else is dropped.
@@ -49,6 +51,9 @@ pub enum Error {
     /// The forge could not be set up.
     #[error("the forge")]
     Forge(#[from] patchpilot_forge::Error),
+    /// The local CI runner could not be set up.
+    #[error("the local CI runner")]
+    LocalCi(#[from] patchpilot_forge_local::SetupError),
     /// A notifier could not be set up.
     #[error("a notifier")]
     Notify(#[from] crate::notify::NotifyError),
@@ -179,8 +184,10 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
                 let ci = LocalCi::new(LocalCiConfig {
                     timeout: std::time::Duration::from_secs(c.local.ci_timeout_secs),
                     work_dir: Some(c.work_dir.join("ci")),
+                    runner: c.local.ci_runner.clone(),
+                    check_user: c.local.check_user(),
                     ..LocalCiConfig::default()
-                });
+                })?;
                 local_ci = Some((ci, forge.clone()));
             }
             Arc::new(forge)

@@ -50,7 +50,8 @@ async fn ci_results_are_triaged_and_patch_caused_logs_become_fenced_evidence() {
         timeout: Duration::from_secs(20),
         poll_interval: Duration::from_millis(50),
         ..LocalCiConfig::default()
-    });
+    })
+    .expect("the local CI runner");
     let stop = CancellationToken::new();
     let runner = tokio::spawn({
         let (ci, forge, stop) = (ci.clone(), forge.clone(), stop.clone());

@@ -196,14 +196,17 @@ case "$mode" in
 esac
 "#;
 
-fn ci_config(timeout: Duration) -> LocalCiConfig {
-    LocalCiConfig {
+/// A runner with the runner binary cargo built for these tests.
+fn local_ci(timeout: Duration) -> LocalCi {
+    LocalCi::new(LocalCiConfig {
         timeout,
         grace: Duration::from_millis(500),
         poll_interval: Duration::from_millis(100),
         parallel: 2,
+        runner: Some(env!("CARGO_BIN_EXE_patchpilot-local-ci").into()),
         ..LocalCiConfig::default()
-    }
+    })
+    .expect("the local CI runner")
 }
 
 /// Waits until the check `name` on `sha` has completed attempt `attempt`.
@@ -268,7 +271,7 @@ async fn ci_runs_the_check_command_and_records_outcomes() {
         shas.insert(mode, sha);
     }
 
-    let ci = LocalCi::new(ci_config(Duration::from_secs(2)));
+    let ci = local_ci(Duration::from_secs(2));
     let stop = CancellationToken::new();
     let runner = tokio::spawn({
         let (ci, forge, stop) = (ci.clone(), forge.clone(), stop.clone());
@@ -384,7 +387,7 @@ async fn a_lost_runner_s_run_is_cancelled_and_a_stopped_runner_says_so() {
 
     // Runner A takes the run and dies (its task is dropped mid-run, as a
     // killed process would leave it).
-    let a = LocalCi::new(ci_config(Duration::from_secs(2)));
+    let a = local_ci(Duration::from_secs(2));
     let dying = tokio::spawn({
         let forge = forge.clone();
         async move { a.run(&forge, CancellationToken::new()).await }
@@ -394,7 +397,7 @@ async fn a_lost_runner_s_run_is_cancelled_and_a_stopped_runner_says_so() {
     let _ = dying.await;
 
     // Runner B notices once A's deadline (timeout + grace) has passed.
-    let b = LocalCi::new(ci_config(Duration::from_secs(2)));
+    let b = local_ci(Duration::from_secs(2));
     let stop = CancellationToken::new();
     let watcher = tokio::spawn({
         let (forge, stop) = (forge.clone(), stop.clone());
@@ -411,7 +414,7 @@ async fn a_lost_runner_s_run_is_cancelled_and_a_stopped_runner_says_so() {
 
     // A runner that is shut down mid-run records it as lost at once.
     forge.rerun(&api, &lost).await.expect("rerun");
-    let c = LocalCi::new(ci_config(Duration::from_secs(60)));
+    let c = local_ci(Duration::from_secs(60));
     let stop = CancellationToken::new();
     let stopping = tokio::spawn({
         let (forge, stop) = (forge.clone(), stop.clone());

@@ -145,11 +145,10 @@ async fn main() -> anyhow::Result<()> {
         })
     };
     let responder = tokio::spawn(respond(stack.bus.clone(), stop.clone()));
-    let ci = LocalCi::new(LocalCiConfig {
-        poll_interval: Duration::from_millis(50),
-        work_dir: Some(scratch.join("ci")),
-        ..LocalCiConfig::default()
-    });
+    // Checkouts in the system's temporary folder (the default): the
+    // stack's own folder is private, out of reach of the check's uid.
+    let ci =
+        LocalCi::new(LocalCiConfig { poll_interval: Duration::from_millis(50), ..LocalCiConfig::default() })?;
     let ci_task = tokio::spawn({
         let (forge, stop) = (forge.clone(), stop.clone());
         async move { ci.run(&forge, stop).await }

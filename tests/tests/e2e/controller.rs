@@ -114,13 +114,14 @@ impl Loop {
             forge.create_repository(&repo, "main", Some(&seed)).await?;
             forge.set_check(&repo, "lint", vec!["sh".into(), "-c".into(), ci_check.into()]).await?;
         }
+        // Checkouts in the system's temporary folder (the default): the
+        // stack's own folder is private, out of reach of the check's uid.
         let ci = LocalCi::new(LocalCiConfig {
             timeout: Duration::from_secs(60),
             grace: Duration::from_secs(5),
             poll_interval: Duration::from_millis(200),
-            work_dir: Some(stack.dir.path().join("ci")),
             ..LocalCiConfig::default()
-        });
+        })?;
         let ci_stop = CancellationToken::new();
         let ci = tokio::spawn({
             let (forge, stop) = (forge.clone(), ci_stop.clone());
