@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use patchpilot_controller::forge::local::LocalForge;
-use patchpilot_controller::forge::{CheckState, Forge, Repo};
+use patchpilot_forge::{CheckState, Forge, Repo};
+use patchpilot_forge_local::LocalForge;
 
 use crate::config::CliConfig;
 

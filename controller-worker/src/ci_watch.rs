@@ -2,9 +2,9 @@
 //! commit statuses, and once they are all done, triage each failure and
 //! collect the evidence a repair run gets.
 
-use crate::forge::{CheckState, Forge, Repo};
 use crate::lifecycle::FailedCheck;
 use crate::triage::{self, Verdict};
+use patchpilot_forge::{CheckState, Forge, Repo};
 
 /// Lines of each failing log a repair run gets.
 const LOG_LINES: usize = 200;
@@ -26,7 +26,7 @@ pub enum CiState {
 }
 
 /// Looks at CI on `sha` once.
-pub async fn look(forge: &dyn Forge, repo: &Repo, sha: &str) -> Result<CiState, crate::forge::Error> {
+pub async fn look(forge: &dyn Forge, repo: &Repo, sha: &str) -> Result<CiState, patchpilot_forge::Error> {
     let checks = forge.checks(repo, sha).await?;
     if checks.is_empty() || checks.iter().any(|c| c.state == CheckState::Pending) {
         return Ok(CiState::Pending);

@@ -11,9 +11,10 @@ use std::time::Duration;
 use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
 use serde::{Deserialize, Serialize};
 
-use crate::forge::github::GitHubConfig;
 use crate::lifecycle::Limits;
 use crate::notify::NotifierConfig;
+use patchpilot_forge::github::GitHubConfig;
+use patchpilot_forge_local::CheckUser;
 use patchpilot_vet::VetPolicy;
 
 /// Everything `patchpilot-controller` reads at start: the shared sections
@@ -45,6 +46,17 @@ pub struct LocalForgeConfig {
     pub run_ci: bool,
     /// Seconds a check command may run.
     pub ci_timeout_secs: u64,
+    /// The `patchpilot-local-ci` binary that runs each check; by default
+    /// the one next to the controller's own binary.
+    pub ci_runner: Option<PathBuf>,
+    /// The uid checks run as. Unset: 65534 (`nobody`) when the controller
+    /// runs as root, the controller's own uid otherwise (then only the
+    /// controller being non-dumpable keeps its environment from them).
+    /// Never 0.
+    pub ci_uid: Option<u32>,
+    /// The gid checks run as, with `ci_uid`; unset, the same number as
+    /// `ci_uid`. Never 0.
+    pub ci_gid: Option<u32>,
 }
 
 impl Default for LocalForgeConfig {
@@ -53,7 +65,18 @@ impl Default for LocalForgeConfig {
             root: PathBuf::from("/var/lib/patchpilot/forge"),
             run_ci: true,
             ci_timeout_secs: 20 * 60,
+            ci_runner: None,
+            ci_uid: None,
+            ci_gid: None,
         }
+    }
+}
+
+impl LocalForgeConfig {
+    /// Who checks run as: the configured uid and gid, or `None` for the
+    /// runner's default for this process.
+    pub fn check_user(&self) -> Option<CheckUser> {
+        self.ci_uid.map(|uid| CheckUser::Switch { uid, gid: self.ci_gid.unwrap_or(uid) })
     }
 }
 
@@ -194,6 +217,15 @@ impl Validate for ControllerConfig {
         if self.forge == ForgeKind::Local && !self.local.root.is_absolute() {
             return Err(config::Error::invalid(key(prefix, "local.root"), "must be an absolute path"));
         }
+        if self.local.ci_gid.is_some() && self.local.ci_uid.is_none() {
+            return Err(config::Error::invalid(key(prefix, "local.ci_gid"), "goes with local.ci_uid"));
+        }
+        if self.local.check_user().is_some_and(CheckUser::is_root) {
+            return Err(config::Error::invalid(
+                key(prefix, "local.ci_uid"),
+                "checks never run as root: the uid and gid must not be 0",
+            ));
+        }
         if let Some(hook) = &self.webhook
             && hook.secret.len() < 16
         {
@@ -203,7 +235,7 @@ impl Validate for ControllerConfig {
             ));
         }
         for repo in self.instructions.keys() {
-            if crate::forge::Repo::from_url(&format!("local://{repo}")).is_err() {
+            if patchpilot_forge::Repo::from_url(&format!("local://{repo}")).is_err() {
                 return Err(config::Error::invalid(
                     key(prefix, &format!("instructions.{repo}")),
                     "keys are repositories as owner/name",
@@ -250,5 +282,24 @@ mod tests {
         assert!(!c.works_on("https://github.com/other/x-api"));
         assert!(ControllerConfig::default().works_on("https://example.org/a/b"));
         assert!(glob_match("a*b*c", "aXbYc") && !glob_match("a*b*c", "acb") && glob_match("abc", "abc"));
+    }
+
+    #[test]
+    fn ci_users_are_never_root() {
+        let with = |ci_uid, ci_gid| {
+            let mut c = ControllerConfig::default();
+            c.local.ci_uid = ci_uid;
+            c.local.ci_gid = ci_gid;
+            c
+        };
+        assert_eq!(with(None, None).local.check_user(), None);
+        assert_eq!(
+            with(Some(1000), None).local.check_user(),
+            Some(CheckUser::Switch { uid: 1000, gid: 1000 })
+        );
+        assert!(with(Some(1000), Some(100)).validate("controller").is_ok());
+        for bad in [with(Some(0), None), with(Some(1000), Some(0)), with(None, Some(100))] {
+            assert!(bad.validate("controller").is_err(), "{:?}", bad.local);
+        }
     }
 }

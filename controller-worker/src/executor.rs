@@ -37,7 +37,6 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use crate::ci_watch::{self, CiState};
 use crate::config::ControllerConfig;
-use crate::forge::{Access, Forge, Repo};
 use crate::lifecycle::{Action, Event, Machine, Notice, RunEnd, State};
 use crate::notify::{self, Notification, Notifier};
 use crate::publish::{self, RunAccount};
@@ -45,6 +44,7 @@ use crate::publisher::{self, PublishRequest};
 use crate::runs::{self, RunRequestSpec};
 use crate::store::{self, Details, Lease, RunRecord, Store, state_name};
 use crate::workspace::{self, ContextSpec};
+use patchpilot_forge::{Access, Forge, Repo};
 
 /// Largest patch or result fetched from the object store.
 const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
@@ -113,9 +113,9 @@ impl<E: StepCause> From<E> for StepError {
     }
 }
 
-impl StepCause for crate::forge::Error {
+impl StepCause for patchpilot_forge::Error {
     fn kind(&self) -> ErrorKind {
-        crate::forge::Error::kind(self)
+        patchpilot_forge::Error::kind(self)
     }
 }
 impl StepCause for publisher::Error {
@@ -137,7 +137,7 @@ impl StepCause for workspace::Error {
 }
 impl StepCause for store::Error {}
 impl StepCause for patchpilot_git::GitError {}
-impl StepCause for crate::forge::credential::RemoteGitError {}
+impl StepCause for patchpilot_forge::credential::RemoteGitError {}
 impl StepCause for patchpilot_vet::VetError {}
 impl StepCause for std::io::Error {}
 impl StepCause for patchpilot_fleet::artifacts::Error {}
@@ -546,7 +546,7 @@ impl Executor {
             // run began; publishing then finds its tree already pushed.
             let git = patchpilot_git::Git::new(&clone);
             let fetch = ["fetch", "-q", "--no-tags", "--depth", "1", &remote.url, base_sha];
-            crate::forge::credential::run_git_remote(&git, &remote, &fetch).await?;
+            patchpilot_forge::credential::run_git_remote(&git, &remote, &fetch).await?;
             git.run(&["checkout", "-q", "--detach", base_sha]).await?;
         }
         Ok(vet_patch(&clone, &patch, &self.config.vet, &context).await?)
@@ -723,7 +723,13 @@ impl Executor {
         std::fs::create_dir_all(&self.config.work_dir)?;
         let prefix: String =
             remediation_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
-        Ok(tempfile::Builder::new().prefix(&format!("{prefix}-")).tempdir_in(&self.config.work_dir)?)
+        // 0700 (tempfile leaves the umask's mode): with the local forge's
+        // CI, repository code runs under another uid on this machine, and
+        // must not read the clones and patches of other remediations.
+        Ok(tempfile::Builder::new()
+            .prefix(&format!("{prefix}-"))
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&self.config.work_dir)?)
     }
 }
 

@@ -2,12 +2,6 @@
 //! part of PatchPilot that can write to a forge.
 //!
 //! What it owns:
-//! - the forges behind one trait ([`forge`]): GitHub through octocrab as a
-//!   GitHub App with tokens scoped to one repository, and a local forge of
-//!   bare repositories, pull requests in Postgres and a local CI runner;
-//! - git, run only with the repository's hooks and config kept from
-//!   running code (`patchpilot_git`), with tokens served from memory
-//!   ([`forge::credential`]);
 //! - workspace preparation for sandbox runs ([`workspace`]) and the run
 //!   requests with the egress the repository's ecosystems need ([`runs`]);
 //! - asking for the vetting verdict on what a run sends back before
@@ -18,12 +12,21 @@
 //!   ([`triage`]) and CI on a head commit watched ([`ci_watch`]);
 //! - publishing a vetted change, safe to repeat ([`publisher`]);
 //! - the lifecycle's state machine ([`lifecycle`]), its durable state and
-//!   leases in Postgres ([`store`]), and notifications ([`notify`]).
-//!
+//!   leases in Postgres ([`store`]), and notifications ([`notify`]);
 //! - the executor that drives the state machine from Postgres
-//!   ([`executor`]) and the service around it: job and result intakes from
-//!   the bus, the executor, the local CI runner, the optional CI webhook
-//!   receiver ([`service`], [`config`], [`webhook`]).
+//!   ([`executor`]), including what a forge error means to a step, and the
+//!   service around it: job and result intakes from the bus, the executor,
+//!   the local CI runner, the optional CI webhook receiver ([`service`],
+//!   [`config`], [`webhook`]).
+//!
+//! What it uses from crates of their own:
+//! - `patchpilot_forge`: the `Forge` trait the lifecycle sees, its errors,
+//!   the in-memory git credential helper, and GitHub as a GitHub App with
+//!   tokens scoped to one repository;
+//! - `patchpilot_forge_local`: the single-machine forge (bare repositories,
+//!   pull requests in Postgres) and its CI runner;
+//! - `patchpilot_git`: git, run only with the repository's hooks and config
+//!   kept from running code.
 //!
 //! What it must never do: hand a forge credential to a sandbox, a child
 //! process other than its own git, a log or a file; apply a patch with the
@@ -34,7 +37,6 @@
 pub mod ci_watch;
 pub mod config;
 pub mod executor;
-pub mod forge;
 pub mod lifecycle;
 pub mod notify;
 pub mod publish;

@@ -10,8 +10,8 @@
 
 use std::path::Path;
 
-use crate::forge::credential::{RemoteGitError, run_git_remote};
-use crate::forge::{Access, Forge, NewPullRequest, PullRequest, Repo};
+use patchpilot_forge::credential::{RemoteGitError, run_git_remote};
+use patchpilot_forge::{Access, Forge, NewPullRequest, PullRequest, Repo};
 use patchpilot_git::{Git, GitError};
 
 /// What to publish.
@@ -55,7 +55,7 @@ pub enum Error {
     Git(#[from] GitError),
     /// The forge failed.
     #[error(transparent)]
-    Forge(#[from] crate::forge::Error),
+    Forge(#[from] patchpilot_forge::Error),
     /// git against the remote failed.
     #[error(transparent)]
     Remote(#[from] RemoteGitError),

@@ -6,7 +6,9 @@
 //! - `SANDBOX_RESULTS` → [`ResultIntake`]: each result is stored with its
 //!   run and wakes the remediation waiting for it.
 //! - the [`Executor`] drives the lifecycle from the stored state.
-//! - with the local forge, optionally the local CI runner.
+//! - with the local forge, optionally the local CI runner, whose checks
+//!   run in `patchpilot-local-ci` processes under a uid of their own (see
+//!   `patchpilot_forge_local`).
 //!
 //! Messages that do not decode, or name nothing valid, go to the dead
 //! letters with the reason; nothing else is dropped.
@@ -24,11 +26,11 @@ use tracing::Instrument as _;
 
 use crate::config::{Config, ForgeKind};
 use crate::executor::Executor;
-use crate::forge::Forge;
-use crate::forge::github::GitHub;
-use crate::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use crate::notify::Notifier;
 use crate::store::{JobOutcome, Store};
+use patchpilot_forge::Forge;
+use patchpilot_forge::github::GitHub;
+use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
 
 /// The controller as the service skeleton runs it.
 pub const SERVICE: ServiceSpec = ServiceSpec {
@@ -48,7 +50,10 @@ pub enum Error {
     Artifacts(#[from] artifacts::Error),
     /// The forge could not be set up.
     #[error("the forge")]
-    Forge(#[from] crate::forge::Error),
+    Forge(#[from] patchpilot_forge::Error),
+    /// The local CI runner could not be set up.
+    #[error("the local CI runner")]
+    LocalCi(#[from] patchpilot_forge_local::SetupError),
     /// A notifier could not be set up.
     #[error("a notifier")]
     Notify(#[from] crate::notify::NotifyError),
@@ -78,7 +83,7 @@ impl JobIntake {
         // Validated here so a bad job is a dead letter with its reason, not
         // a remediation that fails later.
         let job: RemediationJob = delivery.decode()?;
-        crate::forge::Repo::from_url(&job.target.repo_url).map_err(|e| {
+        patchpilot_forge::Repo::from_url(&job.target.repo_url).map_err(|e| {
             HandlerError::Permanent(format!("invalid RemediationJob {:?}: target.repo_url: {e}", job.job_id))
         })?;
         let id = job.remediation_id.to_string();
@@ -179,8 +184,10 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
                 let ci = LocalCi::new(LocalCiConfig {
                     timeout: std::time::Duration::from_secs(c.local.ci_timeout_secs),
                     work_dir: Some(c.work_dir.join("ci")),
+                    runner: c.local.ci_runner.clone(),
+                    check_user: c.local.check_user(),
                     ..LocalCiConfig::default()
-                });
+                })?;
                 local_ci = Some((ci, forge.clone()));
             }
             Arc::new(forge)
@@ -196,7 +203,7 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
             Some(tokio::spawn(crate::webhook::serve(
                 listener,
                 store.clone(),
-                crate::forge::Secret::new(hook.secret.clone()),
+                patchpilot_forge::Secret::new(hook.secret.clone()),
                 shutdown.clone(),
             )))
         }

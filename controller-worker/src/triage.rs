@@ -10,7 +10,7 @@
 //! agent, never instructions; [`fence_log`] marks it that way and strips
 //! what could break the fence.
 
-use crate::forge::{Check, CheckState};
+use patchpilot_forge::{Check, CheckState};
 
 /// What a failed check means for the lifecycle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +164,7 @@ pub fn fence_log(check_name: &str, trimmed: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::CheckSource;
+    use patchpilot_forge::CheckSource;
 
     fn check(state: CheckState, conclusion: &str) -> Check {
         Check {

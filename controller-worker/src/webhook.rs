@@ -19,8 +19,8 @@ use axum::routing::post;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::forge::Secret;
 use crate::store::Store;
+use patchpilot_forge::Secret;
 
 /// Largest delivery accepted (GitHub caps payloads at 25 MB; CI events are
 /// a few kilobytes).

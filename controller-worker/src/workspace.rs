@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use patchpilot_model::context::{self as ctx, CONTEXT_DIR};
 use patchpilot_model::{Finding, RunPurpose, Task, TaskRegistry};
 
-use crate::forge::GitRemote;
-use crate::forge::credential::{RemoteGitError, run_git_remote};
+use patchpilot_forge::GitRemote;
+use patchpilot_forge::credential::{RemoteGitError, run_git_remote};
 use patchpilot_git::{Git, GitError};
 
 /// What goes into `.patchpilot/`.

@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use patchpilot_controller::ci_watch::{CiState, look};
-use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig};
-use patchpilot_controller::forge::{Access, Forge, NewPullRequest};
 use patchpilot_e2e::forge::{SeededForge, seeded_forge};
 use patchpilot_e2e::{TestDatabase, wait_for};
+use patchpilot_forge::{Access, Forge, NewPullRequest};
+use patchpilot_forge_local::{LocalCi, LocalCiConfig};
 use patchpilot_git::Git;
 use tokio_util::sync::CancellationToken;
 
@@ -50,7 +50,8 @@ async fn ci_results_are_triaged_and_patch_caused_logs_become_fenced_evidence() -
         timeout: Duration::from_secs(20),
         poll_interval: Duration::from_millis(50),
         ..LocalCiConfig::default()
-    });
+    })
+    .expect("the local CI runner");
     let stop = CancellationToken::new();
     let runner = tokio::spawn({
         let (ci, forge, stop) = (ci.clone(), forge.clone(), stop.clone());

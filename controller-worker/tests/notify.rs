@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use patchpilot_controller::forge::Secret;
 use patchpilot_controller::notify::{
     Event, JsonWebhook, Notification, Notifier, NotifierConfig, NotifyError, Retry, SlackWebhook,
     StdoutNotifier,
 };
 use patchpilot_e2e::ClosedPort;
+use patchpilot_forge::Secret;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 

@@ -2,11 +2,11 @@
 //! and one commit per change, however often publishing is repeated or
 //! resumed after a crash.
 
-use patchpilot_controller::forge::local::LocalForge;
-use patchpilot_controller::forge::{Access, Forge, Repo};
 use patchpilot_controller::publisher::{PublishRequest, publish_change};
 use patchpilot_e2e::TestDatabase;
 use patchpilot_e2e::forge::{SeededForge, seeded_forge};
+use patchpilot_forge::{Access, Forge, Repo};
+use patchpilot_forge_local::LocalForge;
 use patchpilot_git::Git;
 
 async fn fresh_clone(forge: &LocalForge, repo: &Repo, dir: &std::path::Path) {

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use patchpilot_controller::forge::Secret;
 use patchpilot_controller::store::Store;
 use patchpilot_controller::webhook;
 use patchpilot_e2e::TestDatabase;
+use patchpilot_forge::Secret;
 use tokio_util::sync::CancellationToken;
 
 const SHA: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";

@@ -26,14 +26,14 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use patchpilot_controller::config::ControllerConfig;
 use patchpilot_controller::executor::Executor;
-use patchpilot_controller::forge::Repo;
-use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_controller::service::{JobIntake, ResultIntake};
 use patchpilot_controller::store::Store;
 use patchpilot_e2e::Stack;
 use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_fleet::artifacts::ArtifactStore;
 use patchpilot_fleet::bus::{self, ConsumeOptions, ConsumerMetrics, ConsumerSpec, StreamName, topics};
+use patchpilot_forge::Repo;
+use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_model::{RunOutcome, SandboxResult, SandboxRun, Wire as _};
 use tokio_util::sync::CancellationToken;
 
@@ -145,11 +145,10 @@ async fn main() -> anyhow::Result<()> {
         })
     };
     let responder = tokio::spawn(respond(stack.bus.clone(), stop.clone()));
-    let ci = LocalCi::new(LocalCiConfig {
-        poll_interval: Duration::from_millis(50),
-        work_dir: Some(scratch.join("ci")),
-        ..LocalCiConfig::default()
-    });
+    // Checkouts in the system's temporary folder (the default): the
+    // stack's own folder is private, out of reach of the check's uid.
+    let ci =
+        LocalCi::new(LocalCiConfig { poll_interval: Duration::from_millis(50), ..LocalCiConfig::default() })?;
     let ci_task = tokio::spawn({
         let (forge, stop) = (forge.clone(), stop.clone());
         async move { ci.run(&forge, stop).await }

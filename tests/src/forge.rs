@@ -2,8 +2,8 @@
 //! Postgres) with seeded repositories, for the controller's own tests and
 //! the end-to-end ones.
 
-use patchpilot_controller::forge::Repo;
-use patchpilot_controller::forge::local::LocalForge;
+use patchpilot_forge::Repo;
+use patchpilot_forge_local::LocalForge;
 use sqlx::PgPool;
 use tempfile::TempDir;
 

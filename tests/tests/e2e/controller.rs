@@ -18,14 +18,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use patchpilot_controller::forge::Repo;
-use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_e2e::alpine::{advisory_db, cve_2024_2511, openssl, push_base};
 use patchpilot_e2e::forge::create_seeded_repository;
 use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker_with};
 use patchpilot_e2e::{Service, Stack, wait_for};
 use patchpilot_fleet::bus::topics;
+use patchpilot_forge::Repo;
+use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_model::{Finding, JobReason, RemediationJob};
 use tokio_util::sync::CancellationToken;
 
@@ -110,13 +110,14 @@ impl Loop {
             create_seeded_repository(&forge, &repo, "main", files).await?;
             forge.set_check(&repo, "lint", vec!["sh".into(), "-c".into(), ci_check.into()]).await?;
         }
+        // Checkouts in the system's temporary folder (the default): the
+        // stack's own folder is private, out of reach of the check's uid.
         let ci = LocalCi::new(LocalCiConfig {
             timeout: Duration::from_secs(60),
             grace: Duration::from_secs(5),
             poll_interval: Duration::from_millis(200),
-            work_dir: Some(stack.dir.path().join("ci")),
             ..LocalCiConfig::default()
-        });
+        })?;
         let ci_stop = CancellationToken::new();
         let ci = tokio::spawn({
             let (forge, stop) = (forge.clone(), ci_stop.clone());

@@ -1,16 +1,24 @@
-//! Forges behind one trait: GitHub ([`github`]) for production, and a local
-//! forge ([`local`]) of bare repositories, pull requests in Postgres and a
-//! local CI runner, for the single-machine default and the tests.
+//! `patchpilot-forge`: what a forge is to PatchPilot, and GitHub.
 //!
-//! The lifecycle code only sees [`Forge`]. Tokens never leave a forge
-//! implementation except as a [`GitCredential`] handed to the controller's
-//! own git process through an in-memory credential helper; they are never
-//! written to disk, logged (see [`Secret`]'s `Debug`) or put into any other
-//! child's environment.
+//! It owns:
+//! - the [`Forge`] trait the controller's lifecycle sees, with its types
+//!   ([`Repo`], [`PullRequest`], [`Check`]…) and [`Error`], whose
+//!   [`kind`](Error::kind) says whether waiting may help;
+//! - [`credential`]: the in-memory git credential helper, how a token
+//!   reaches the controller's own git and nothing else;
+//! - [`github`]: the GitHub App implementation, through octocrab.
+//!
+//! The local forge (bare repositories, pull requests in Postgres, a local
+//! CI runner) implements the trait in `patchpilot-forge-local`; the
+//! executor and its store stay in the controller.
+//!
+//! Tokens never leave a forge implementation except as a [`GitCredential`]
+//! handed to the controller's own git process through the in-memory
+//! credential helper; they are never written to disk, logged (see
+//! [`Secret`]'s `Debug`) or put into any other child's environment.
 
 pub mod credential;
 pub mod github;
-pub mod local;
 
 use std::fmt;
 

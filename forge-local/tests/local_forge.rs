@@ -1,21 +1,36 @@
 //! The local forge and its CI runner against a real Postgres (a fresh
-//! database per test, migrated with the fleet's migrations) and real git.
-//! Skipped, with the reason printed, when `PATCHPILOT_TEST_DATABASE_URL`
-//! is not set (`scripts/services up && eval "$(scripts/services env)"`).
+//! database per test from the shared harness, migrated with the fleet's
+//! migrations) and real git. A missing database fails the test
+//! (`scripts/services up && eval "$(scripts/services env)"`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use patchpilot_controller::forge::local::{LocalCi, LocalCiConfig, LocalForge};
-use patchpilot_controller::forge::{
+use patchpilot_e2e::TestDatabase;
+use patchpilot_fleet::config::DatabaseConfig;
+use patchpilot_forge::{
     Access, Check, CheckSource, CheckState, Error, Forge, NewPullRequest, PrState, Repo, StatusState,
 };
+use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_git::Git;
+use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-mod support;
-use sqlx::PgPool;
-use support::TestDb;
+/// A fresh database, migrated, and a pool on it; dropped with the
+/// [`TestDatabase`].
+struct TestDb {
+    pool: PgPool,
+    _db: TestDatabase,
+}
+
+impl TestDb {
+    async fn create() -> TestDb {
+        let db = TestDatabase::create().await.expect("a test database");
+        let config = DatabaseConfig { url: db.url.clone(), max_connections: 4, ..DatabaseConfig::default() };
+        let pool = patchpilot_fleet::store::connect(&config).await.expect("connect to the test database");
+        TestDb { pool, _db: db }
+    }
+}
 
 fn repo(owner: &str, name: &str) -> Repo {
     Repo { owner: owner.into(), name: name.into() }
@@ -57,7 +72,7 @@ fn new_pr(head: &str) -> NewPullRequest {
 
 #[tokio::test]
 async fn pull_requests_comments_labels_and_statuses() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let root = tempfile::tempdir().expect("tempdir");
     let forge = LocalForge::new(root.path(), db.pool.clone());
     let api = repo("acme", "api");
@@ -181,14 +196,17 @@ case "$mode" in
 esac
 "#;
 
-fn ci_config(timeout: Duration) -> LocalCiConfig {
-    LocalCiConfig {
+/// A runner with the runner binary cargo built for these tests.
+fn local_ci(timeout: Duration) -> LocalCi {
+    LocalCi::new(LocalCiConfig {
         timeout,
         grace: Duration::from_millis(500),
         poll_interval: Duration::from_millis(100),
         parallel: 2,
+        runner: Some(env!("CARGO_BIN_EXE_patchpilot-local-ci").into()),
         ..LocalCiConfig::default()
-    }
+    })
+    .expect("the local CI runner")
 }
 
 /// Waits until the check `name` on `sha` has completed attempt `attempt`.
@@ -229,7 +247,7 @@ async fn completed(
 
 #[tokio::test]
 async fn ci_runs_the_check_command_and_records_outcomes() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let root = tempfile::tempdir().expect("tempdir");
     let forge = LocalForge::new(root.path(), db.pool.clone());
     let api = repo("acme", "api");
@@ -253,7 +271,7 @@ async fn ci_runs_the_check_command_and_records_outcomes() {
         shas.insert(mode, sha);
     }
 
-    let ci = LocalCi::new(ci_config(Duration::from_secs(2)));
+    let ci = local_ci(Duration::from_secs(2));
     let stop = CancellationToken::new();
     let runner = tokio::spawn({
         let (ci, forge, stop) = (ci.clone(), forge.clone(), stop.clone());
@@ -341,7 +359,7 @@ async fn ci_runs_the_check_command_and_records_outcomes() {
 
 #[tokio::test]
 async fn a_lost_runner_s_run_is_cancelled_and_a_stopped_runner_says_so() {
-    let Some(db) = TestDb::create().await else { return };
+    let db = TestDb::create().await;
     let root = tempfile::tempdir().expect("tempdir");
     let forge = LocalForge::new(root.path(), db.pool.clone());
     let api = repo("acme", "api");
@@ -369,7 +387,7 @@ async fn a_lost_runner_s_run_is_cancelled_and_a_stopped_runner_says_so() {
 
     // Runner A takes the run and dies (its task is dropped mid-run, as a
     // killed process would leave it).
-    let a = LocalCi::new(ci_config(Duration::from_secs(2)));
+    let a = local_ci(Duration::from_secs(2));
     let dying = tokio::spawn({
         let forge = forge.clone();
         async move { a.run(&forge, CancellationToken::new()).await }
@@ -379,7 +397,7 @@ async fn a_lost_runner_s_run_is_cancelled_and_a_stopped_runner_says_so() {
     let _ = dying.await;
 
     // Runner B notices once A's deadline (timeout + grace) has passed.
-    let b = LocalCi::new(ci_config(Duration::from_secs(2)));
+    let b = local_ci(Duration::from_secs(2));
     let stop = CancellationToken::new();
     let watcher = tokio::spawn({
         let (forge, stop) = (forge.clone(), stop.clone());
@@ -396,7 +414,7 @@ async fn a_lost_runner_s_run_is_cancelled_and_a_stopped_runner_says_so() {
 
     // A runner that is shut down mid-run records it as lost at once.
     forge.rerun(&api, &lost).await.expect("rerun");
-    let c = LocalCi::new(ci_config(Duration::from_secs(60)));
+    let c = local_ci(Duration::from_secs(60));
     let stop = CancellationToken::new();
     let stopping = tokio::spawn({
         let (forge, stop) = (forge.clone(), stop.clone());

@@ -8,7 +8,7 @@
 //!
 //! It must never log, persist or print a token, nor hand one to anything
 //! but the controller's own git (through [`GitRemote`]'s credential and the
-//! in-memory helper in [`crate::forge::credential`]). It never sends the
+//! in-memory helper in [`crate::credential`]). It never sends the
 //! token to a host other than the configured API: redirects (Actions logs)
 //! and pagination links are followed without it or not at all.
 //!
@@ -34,7 +34,7 @@ pub use auth::{DEFAULT_API_URL, GitHubConfig, PermissionLevel};
 
 use self::api::{Reply, check_branch, encode, repo_path};
 use self::auth::{AppCredentials, Credentials, parse_api_url};
-use crate::forge::{
+use crate::{
     Access, Check, CheckSource, Comment, Error, Forge, GitCredential, GitRemote, NewPullRequest, PullRequest,
     Repo, Secret, StatusState,
 };

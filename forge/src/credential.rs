@@ -33,7 +33,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::process::Command;
 
-use crate::forge::{Error, GitCredential};
+use crate::{Error, GitCredential};
 use patchpilot_git::Git;
 
 /// The hidden subcommand of the controller binary that runs the helper.
@@ -369,7 +369,7 @@ mod tests {
 /// when the remote needs none.
 pub async fn run_git_remote(
     git: &patchpilot_git::Git,
-    remote: &crate::forge::GitRemote,
+    remote: &crate::GitRemote,
     args: &[&str],
 ) -> Result<patchpilot_git::GitOutput, RemoteGitError> {
     match &remote.credential {

@@ -26,9 +26,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use patchpilot_controller::forge::credential::{self, with_credential_helper};
-use patchpilot_controller::forge::github::{GitHub, GitHubConfig};
-use patchpilot_controller::forge::{
+use patchpilot_forge::credential::{self, with_credential_helper};
+use patchpilot_forge::github::{GitHub, GitHubConfig};
+use patchpilot_forge::{
     Access, Check, CheckSource, CheckState, Error, Forge, GitCredential, NewPullRequest, PrState, Repo,
     Secret, StatusState,
 };

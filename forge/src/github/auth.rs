@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::api;
 use super::wire;
-use crate::forge::{Access, Error, Repo, Secret};
+use crate::{Access, Error, Repo, Secret};
 
 /// GitHub.com's API.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";

@@ -4,34 +4,37 @@
 //! GitHub.
 //!
 //! It owns the `local_forge_check_runs` rows it claims, from `queued` to
-//! `completed`. It runs repository code by design (that is what CI does),
-//! so it must never give that code more than a scratch checkout, a scratch
-//! HOME, PATH and `PP_CI_ATTEMPT`: no controller environment (database
-//! URLs, tokens), no access to the bare repositories beyond the clone.
+//! `completed`, and the work folders of its checks. It runs repository code
+//! by design (that is what CI does), but never in its own process: each
+//! check gets a fresh checkout, handed to the check's uid, and runs in a
+//! `patchpilot-local-ci` process ([`crate::check`]) with an environment of
+//! PATH, a scratch HOME and `PP_CI_ATTEMPT` only. See the crate's threat
+//! model for what that code can still reach.
+//!
 //! Several runners may share one database: claims skip locked rows, and a
 //! runner only completes a run it still holds.
 //!
 //! Conclusions are kept simple on purpose: exit 0 is `success`, running past
 //! the timeout is `timed_out`, any other exit is `failure`. A checkout that
-//! fails, a runner that shuts down mid-run and a run whose runner
-//! disappeared (its deadline passed) are `cancelled`, the latter two with
-//! "runner lost" in the log; telling infrastructure from code failures is
-//! the controller's triage, from the conclusion and the log.
+//! fails, a runner process that fails, a runner that shuts down mid-run and
+//! a run whose runner disappeared (its deadline passed) are `cancelled`, the
+//! latter two with "runner lost" in the log; telling infrastructure from
+//! code failures is the controller's triage, from the conclusion and the
+//! log.
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::FromRow;
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::{LocalForge, db, is_sha, local};
-use crate::forge::{Error, Repo};
+use crate::check::{self, CheckReport, CheckRequest, CheckUser, Conclusion, RUNNER_BINARY, RUNNER_LOST};
+use crate::workdir::{barrier_for, hand_over};
+use crate::{LocalForge, db, is_sha, local};
+use patchpilot_forge::{Error, Repo};
 use patchpilot_git::Git;
 
 /// How the runner behaves.
@@ -47,10 +50,19 @@ pub struct LocalCiConfig {
     /// Most bytes of output kept per run; the tail is kept, where failures
     /// are.
     pub log_cap: usize,
-    /// Runs at once.
+    /// Runs at once. They share the check's uid, so checks running at the
+    /// same time can reach each other's work folders.
     pub parallel: usize,
     /// Where checkouts are made (default: the system's temporary folder).
+    /// The check's uid must be able to pass through every folder above it.
     pub work_dir: Option<PathBuf>,
+    /// The `patchpilot-local-ci` binary (default: next to this process's
+    /// executable, or one folder up from a test executable in cargo's
+    /// `deps`).
+    pub runner: Option<PathBuf>,
+    /// Who checks run as (default: [`CheckUser::for_this_process`], which
+    /// is `nobody` for a controller running as root).
+    pub check_user: Option<CheckUser>,
 }
 
 impl Default for LocalCiConfig {
@@ -62,8 +74,57 @@ impl Default for LocalCiConfig {
             log_cap: 1024 * 1024,
             parallel: 1,
             work_dir: None,
+            runner: None,
+            check_user: None,
         }
     }
+}
+
+/// Why a runner cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// Checks would run as root.
+    #[error(
+        "local CI checks would run as root ({0:?}): they never do; a controller running as root runs them as another uid (default {uid})",
+        uid = check::NOBODY
+    )]
+    RootCheckUser(CheckUser),
+    /// This process's executable, next to which the runner is looked for,
+    /// is unknown.
+    #[error("finding this process's executable, next to which {RUNNER_BINARY} is looked for")]
+    CurrentExe(#[source] std::io::Error),
+    /// The runner binary is not there.
+    #[error(
+        "the local CI runner {} is missing: build it (`cargo build -p patchpilot-forge-local`), install it next to the controller, or name it (controller.local.ci_runner)",
+        .0.display()
+    )]
+    RunnerMissing(PathBuf),
+    /// The work folder cannot be made.
+    #[error("creating the CI work folder {}", path.display())]
+    WorkDir {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The check's uid could not reach its work folder.
+    #[error(
+        "the CI work folder {} is out of reach of uid {uid}: {} does not let it pass (it needs o+x, or choose another work folder)",
+        path.display(),
+        barrier.display()
+    )]
+    WorkDirUnreachable {
+        /// The work folder.
+        path: PathBuf,
+        /// The first folder on the way the uid cannot pass through.
+        barrier: PathBuf,
+        /// The check's uid.
+        uid: u32,
+    },
+    /// `PR_SET_DUMPABLE` failed.
+    #[error("making this process non-dumpable")]
+    NonDumpable(#[source] nix::Error),
 }
 
 /// The runner. See the module documentation.
@@ -72,6 +133,12 @@ pub struct LocalCi {
     config: Arc<LocalCiConfig>,
     /// Names this runner in the rows it holds, so it completes only those.
     runner: String,
+    /// The `patchpilot-local-ci` binary.
+    program: PathBuf,
+    /// Who checks run as.
+    user: CheckUser,
+    /// Where work folders are made.
+    work_base: PathBuf,
 }
 
 /// A claimed run.
@@ -86,25 +153,49 @@ struct Job {
     command: Option<Vec<String>>,
 }
 
-/// How a run ended.
-#[derive(Debug)]
-struct Outcome {
-    conclusion: &'static str,
-    summary: String,
-    log: String,
-}
-
-/// Appended to the log of a run whose runner went away; the controller's
-/// triage treats it as infrastructure.
-pub const RUNNER_LOST: &str = "runner lost";
-
 impl LocalCi {
-    /// A runner with `config`.
-    pub fn new(config: LocalCiConfig) -> Self {
+    /// A runner with `config`: finds the runner binary, settles who checks
+    /// run as (refusing root) and that they can reach their work folders.
+    ///
+    /// It also makes this process non-dumpable (`PR_SET_DUMPABLE` 0), for
+    /// the case where checks run under this process's own uid: a process of
+    /// the same uid may otherwise read `/proc/<this pid>/environ` (the
+    /// database URL), its memory and its open files. With a uid of their
+    /// own, checks are kept out by the uid already; this is the second
+    /// line.
+    pub fn new(config: LocalCiConfig) -> Result<Self, SetupError> {
+        let user = config.check_user.unwrap_or_else(CheckUser::for_this_process);
+        if user.is_root() {
+            return Err(SetupError::RootCheckUser(user));
+        }
+        let program = match &config.runner {
+            Some(program) => program.clone(),
+            None => default_runner()?,
+        };
+        if !program.is_file() {
+            return Err(SetupError::RunnerMissing(program));
+        }
+        let work_base = config.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let work_base = std::path::absolute(&work_base).unwrap_or(work_base);
+        std::fs::create_dir_all(&work_base)
+            .map_err(|source| SetupError::WorkDir { path: work_base.clone(), source })?;
+        if let CheckUser::Switch { uid, gid } = user {
+            let barrier = barrier_for(&work_base, uid, gid)
+                .map_err(|source| SetupError::WorkDir { path: work_base.clone(), source })?;
+            if let Some(barrier) = barrier {
+                return Err(SetupError::WorkDirUnreachable { path: work_base, barrier, uid });
+            }
+        }
+        nix::sys::prctl::set_dumpable(false).map_err(SetupError::NonDumpable)?;
         let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).unwrap_or_default();
         let runner =
             format!("{host}:{}:{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
-        LocalCi { config: Arc::new(config), runner }
+        Ok(LocalCi { config: Arc::new(config), runner, program, user, work_base })
+    }
+
+    /// Who checks run as.
+    pub fn check_user(&self) -> CheckUser {
+        self.user
     }
 
     /// Runs until `shutdown`: each round cancels runs whose runner was
@@ -113,7 +204,23 @@ impl LocalCi {
     /// next round. On shutdown, commands in progress are killed and their
     /// runs recorded as cancelled ("runner lost").
     pub async fn run(&self, forge: &LocalForge, shutdown: CancellationToken) {
-        tracing::info!(runner = %self.runner, "local CI runner started");
+        tracing::info!(
+            runner = %self.runner,
+            program = %self.program.display(),
+            check_user = ?self.user,
+            "local CI runner started"
+        );
+        if let CheckUser::Switch { uid, gid } = self.user
+            && let Ok(None) = barrier_for(forge.root(), uid, gid)
+        {
+            // Not refused: the forge may predate this check. But every
+            // repository on it is then readable by any repository's CI.
+            tracing::warn!(
+                root = %forge.root().display(),
+                uid,
+                "local CI: checks can reach the forge's repositories; make the forge root 0700"
+            );
+        }
         let mut running = JoinSet::new();
         loop {
             if shutdown.is_cancelled() {
@@ -248,11 +355,17 @@ impl LocalCi {
             Ok(Some(outcome)) => outcome,
             // This runner no longer holds the run; whoever does records it.
             Ok(None) => return,
-            Err(e) => {
-                Outcome { conclusion: "cancelled", summary: "checkout failed".into(), log: e.to_string() }
-            }
+            Err(e) => CheckReport {
+                conclusion: Conclusion::Cancelled,
+                summary: "checkout failed".into(),
+                log: e.to_string(),
+            },
         };
-        tracing::info!(conclusion = outcome.conclusion, summary = %outcome.summary, "local CI run finished");
+        tracing::info!(
+            conclusion = outcome.conclusion.as_str(),
+            summary = %outcome.summary,
+            "local CI run finished"
+        );
         if let Err(e) = self.complete(forge, job.id, &outcome).await {
             // Left in progress: its deadline passes and a runner cancels it.
             tracing::warn!(error = %e, "local CI: cannot record the outcome");
@@ -265,10 +378,10 @@ impl LocalCi {
         repo: &Repo,
         job: &Job,
         stop: CancellationToken,
-    ) -> Result<Option<Outcome>, Error> {
+    ) -> Result<Option<CheckReport>, Error> {
         let Some(command) = job.command.clone().filter(|c| !c.is_empty()) else {
-            return Ok(Some(Outcome {
-                conclusion: "cancelled",
+            return Ok(Some(CheckReport {
+                conclusion: Conclusion::Cancelled,
                 summary: "check no longer configured".into(),
                 log: format!("the check {} is no longer configured for {repo}", job.name),
             }));
@@ -276,14 +389,17 @@ impl LocalCi {
         if !is_sha(&job.sha) {
             return Err(Error::Invalid(format!("{:?} is not a commit id", job.sha)));
         }
-        let scratch = match &self.config.work_dir {
-            Some(dir) => {
-                tokio::fs::create_dir_all(dir).await.map_err(|e| local("creating the CI work folder", e))?;
-                tempfile::Builder::new().prefix("pp-ci-").tempdir_in(dir)
-            }
-            None => tempfile::Builder::new().prefix("pp-ci-").tempdir(),
-        }
-        .map_err(|e| local("creating a CI checkout folder", e))?;
+        // Made again if something cleaned it away since the start.
+        tokio::fs::create_dir_all(&self.work_base)
+            .await
+            .map_err(|e| local("creating the CI work folder", e))?;
+        // 0700 (tempfile leaves the umask's mode): until it is handed
+        // over, only the controller can enter; after, only the check's uid.
+        let scratch = tempfile::Builder::new()
+            .prefix("pp-ci-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&self.work_base)
+            .map_err(|e| local("creating a CI checkout folder", e))?;
         let src = scratch.path().join("src");
         let home = scratch.path().join("home");
         tokio::fs::create_dir_all(&home).await.map_err(|e| local("creating the CI home", e))?;
@@ -299,6 +415,15 @@ impl LocalCi {
             .run(&["checkout", "-q", "--detach", &job.sha])
             .await
             .map_err(|e| local(&context, e))?;
+        if let CheckUser::Switch { uid, gid } = self.user {
+            // Before any of the repository's code runs: the checkout was
+            // written by the controller and becomes the check's own.
+            let dir = scratch.path().to_owned();
+            tokio::task::spawn_blocking(move || hand_over(&dir, uid, gid))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+                .map_err(|e| local(format!("handing the checkout to uid {uid}"), e))?;
+        }
         // The checkout took some of the time the claim allowed; the command
         // gets its full timeout, so the deadline moves. No row means another
         // runner decided this one was lost.
@@ -307,13 +432,22 @@ impl LocalCi {
             return Ok(None);
         }
         if stop.is_cancelled() {
-            return Ok(Some(Outcome {
-                conclusion: "cancelled",
+            return Ok(Some(CheckReport {
+                conclusion: Conclusion::Cancelled,
                 summary: RUNNER_LOST.to_owned(),
                 log: format!("{RUNNER_LOST}: the runner shut down before the command started\n"),
             }));
         }
-        Ok(Some(self.run_command(&command, &src, &home, job.attempt, stop).await))
+        let request = CheckRequest {
+            command,
+            dir: src,
+            home,
+            attempt: job.attempt,
+            timeout: self.config.timeout,
+            log_cap: self.config.log_cap,
+            user: self.user,
+        };
+        Ok(Some(check::run_in_runner(&self.program, &request, &stop).await))
     }
 
     async fn refresh_deadline(&self, forge: &LocalForge, id: i64) -> Result<bool, Error> {
@@ -330,7 +464,7 @@ impl LocalCi {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn complete(&self, forge: &LocalForge, id: i64, outcome: &Outcome) -> Result<(), Error> {
+    async fn complete(&self, forge: &LocalForge, id: i64, outcome: &CheckReport) -> Result<(), Error> {
         let done = sqlx::query(
             "UPDATE local_forge_check_runs
              SET status = 'completed', conclusion = $3, summary = $4, log = $5, finished_at = now()
@@ -338,7 +472,7 @@ impl LocalCi {
         )
         .bind(id)
         .bind(&self.runner)
-        .bind(outcome.conclusion)
+        .bind(outcome.conclusion.as_str())
         .bind(&outcome.summary)
         .bind(&outcome.log)
         .execute(forge.pool())
@@ -349,201 +483,20 @@ impl LocalCi {
         }
         Ok(())
     }
-
-    /// Runs `command` in `dir` with the minimal environment, the timeout
-    /// and the log cap.
-    async fn run_command(
-        &self,
-        command: &[String],
-        dir: &Path,
-        home: &Path,
-        attempt: i32,
-        stop: CancellationToken,
-    ) -> Outcome {
-        let log = Arc::new(Mutex::new(TailLog::new(self.config.log_cap)));
-        let mut cmd = Command::new(&command[0]);
-        cmd.args(&command[1..]).env_clear();
-        if let Some(path) = std::env::var_os("PATH") {
-            cmd.env("PATH", path);
-        }
-        cmd.env("HOME", home).env("PP_CI_ATTEMPT", attempt.to_string());
-        // Its own process group, so a timeout kills what the command
-        // started too (a `sh -c` and its children), not only the shell.
-        cmd.current_dir(dir)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = match cmd.spawn() {
-            Ok(child) => child,
-            Err(e) => {
-                return Outcome {
-                    conclusion: "failure",
-                    summary: format!("attempt {attempt}: cannot start {}", command[0]),
-                    log: format!("[patchpilot local CI] cannot start {:?}: {e}\n", command[0]),
-                };
-            }
-        };
-        let pid = child.id();
-        let mut readers = JoinSet::new();
-        if let Some(out) = child.stdout.take() {
-            readers.spawn(collect(out, log.clone()));
-        }
-        if let Some(err) = child.stderr.take() {
-            readers.spawn(collect(err, log.clone()));
-        }
-        enum End {
-            Exited(std::io::Result<ExitStatus>),
-            TimedOut,
-            Stopped,
-        }
-        let end = tokio::select! {
-            status = child.wait() => End::Exited(status),
-            _ = tokio::time::sleep(self.config.timeout) => End::TimedOut,
-            _ = stop.cancelled() => End::Stopped,
-        };
-        // Always, even after a clean exit: a background process left behind
-        // would hold the output pipes open and outlive the run.
-        kill_group(pid);
-        let _ = child.wait().await;
-        // A process that left the group can still hold the pipes; do not
-        // wait for it forever.
-        let drained = tokio::time::timeout(Duration::from_secs(5), async {
-            while readers.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            readers.abort_all();
-        }
-        let (conclusion, summary, note) = match end {
-            End::Exited(Ok(status)) if status.success() => {
-                ("success", format!("attempt {attempt}: passed"), None)
-            }
-            End::Exited(Ok(status)) => {
-                let how = describe(status);
-                ("failure", format!("attempt {attempt}: {how}"), Some(format!("the check failed: {how}")))
-            }
-            End::Exited(Err(e)) => (
-                "failure",
-                format!("attempt {attempt}: lost track of the command"),
-                Some(format!("waiting for the command failed: {e}")),
-            ),
-            End::TimedOut => {
-                let secs = self.config.timeout.as_secs_f64();
-                (
-                    "timed_out",
-                    format!("attempt {attempt}: timed out after {secs}s"),
-                    Some(format!("timed out after {secs}s; the command and its processes were killed")),
-                )
-            }
-            End::Stopped => (
-                "cancelled",
-                RUNNER_LOST.to_owned(),
-                Some(format!("{RUNNER_LOST}: the runner shut down during the run; the command was killed")),
-            ),
-        };
-        let mut text = log.lock().map(|mut l| l.render()).unwrap_or_default();
-        if let Some(note) = note {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str("[patchpilot local CI] ");
-            text.push_str(&note);
-            text.push('\n');
-        }
-        Outcome { conclusion, summary, log: text }
-    }
 }
 
-fn describe(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt as _;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        _ => status.to_string(),
+/// `patchpilot-local-ci` next to this process's executable; for a test
+/// executable in cargo's `deps` folder, one folder up, where cargo puts the
+/// workspace's binaries.
+fn default_runner() -> Result<PathBuf, SetupError> {
+    let exe = std::env::current_exe().map_err(SetupError::CurrentExe)?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    let beside = dir.join(RUNNER_BINARY);
+    if !beside.is_file()
+        && dir.file_name().is_some_and(|name| name == "deps")
+        && let Some(profile) = dir.parent()
+    {
+        return Ok(profile.join(RUNNER_BINARY));
     }
-}
-
-/// Kills the process group led by `pid`; a group already gone is fine.
-fn kill_group(pid: Option<u32>) {
-    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else { return };
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-}
-
-async fn collect(mut stream: impl AsyncRead + Unpin, log: Arc<Mutex<TailLog>>) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if let Ok(mut log) = log.lock() {
-                    log.push(&buf[..n]);
-                }
-            }
-        }
-    }
-}
-
-/// The last `cap` bytes of a stream, and how many came before them.
-#[derive(Debug)]
-struct TailLog {
-    buf: Vec<u8>,
-    cap: usize,
-    dropped: u64,
-}
-
-impl TailLog {
-    fn new(cap: usize) -> Self {
-        TailLog { buf: Vec::new(), cap: cap.max(1), dropped: 0 }
-    }
-
-    fn push(&mut self, data: &[u8]) {
-        self.buf.extend_from_slice(data);
-        // Trimmed in batches, not per write, to keep this linear.
-        if self.buf.len() > self.cap * 2 {
-            self.trim();
-        }
-    }
-
-    fn trim(&mut self) {
-        if self.buf.len() > self.cap {
-            let excess = self.buf.len() - self.cap;
-            self.buf.drain(..excess);
-            self.dropped += excess as u64;
-        }
-    }
-
-    fn render(&mut self) -> String {
-        self.trim();
-        let mut text = String::new();
-        if self.dropped > 0 {
-            text.push_str(&format!(
-                "[patchpilot local CI] {} earlier bytes of output dropped\n",
-                self.dropped
-            ));
-        }
-        // Postgres text cannot hold NUL; the log is for reading anyway.
-        text.push_str(&String::from_utf8_lossy(&self.buf).replace('\0', "\u{fffd}"));
-        text
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_log_keeps_its_tail() {
-        let mut log = TailLog::new(10);
-        for i in 0..100u8 {
-            log.push(&[b'a' + (i % 26)]);
-        }
-        let text = log.render();
-        assert!(text.starts_with("[patchpilot local CI] 90 earlier bytes"), "{text}");
-        assert!(text.ends_with("opqrstuv"), "{text}");
-        let mut nul = TailLog::new(10);
-        nul.push(b"a\0b");
-        assert_eq!(nul.render(), "a\u{fffd}b");
-    }
+    Ok(beside)
 }

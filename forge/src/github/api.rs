@@ -1,6 +1,6 @@
 //! One GitHub REST call: building the request, sending it through octocrab,
 //! reading the reply with a size cap, and mapping HTTP failures to
-//! [`forge::Error`](crate::forge::Error).
+//! [`Error`](crate::Error).
 //!
 //! Nothing here logs a request's headers or a reply's body: the headers carry
 //! the token, and bodies are untrusted text that callers trim on purpose.
@@ -13,7 +13,7 @@ use octocrab::Octocrab;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::forge::{Error, Repo};
+use crate::{Error, Repo};
 
 /// Largest JSON reply read; GitHub's pages of 100 items stay far below.
 const JSON_LIMIT: usize = 16 << 20;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::forge::{Check, CheckSource, CheckState, Comment, PrState, PullRequest};
+use crate::{Check, CheckSource, CheckState, Comment, PrState, PullRequest};
 
 /// Longest summary kept from a check's output.
 const SUMMARY_LIMIT: usize = 500;

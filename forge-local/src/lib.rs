@@ -1,18 +1,76 @@
-//! The local forge: bare git repositories under one folder
-//! (`<root>/<owner>/<name>.git`), with pull requests, comments, labels,
-//! commit statuses and check runs in Postgres (`local_forge_*` tables), and
-//! a local CI runner ([`LocalCi`]) that reports check runs. It is the forge
-//! of the single-machine default and of the end-to-end tests, so it mimics
-//! GitHub where the lifecycle can tell the difference: pull request numbers
-//! per repository, one open pull request per head branch, a re-run is a new
-//! attempt of the same check, deleting a head branch closes its pull request.
+//! `patchpilot-forge-local`: the single-machine forge, and its CI.
 //!
-//! It owns the bare repositories and the `local_forge_*` tables. It must
-//! never run git except through [`Git`], never run a repository's code
-//! outside the CI runner, and never hand out a credential: the remote is a
-//! `file://` URL.
+//! The local forge ([`LocalForge`]): bare git repositories under one folder
+//! (`<root>/<owner>/<name>.git`), with pull requests, comments, labels,
+//! commit statuses and check runs in Postgres (`local_forge_*` tables). It
+//! is the forge of the single-machine default and of the end-to-end tests,
+//! so it mimics GitHub where the lifecycle can tell the difference: pull
+//! request numbers per repository, one open pull request per head branch, a
+//! re-run is a new attempt of the same check, deleting a head branch closes
+//! its pull request.
+//!
+//! Its CI: [`LocalCi`] claims check runs and prepares their checkouts in the
+//! process that embeds it (the controller); [`check`] is the exchange with
+//! the `patchpilot-local-ci` binary, which runs ONE check ([`runner`]) and
+//! reports how it ended.
+//!
+//! It owns the bare repositories, the `local_forge_*` tables and the CI's
+//! work folders. It must never run git except through [`Git`], never run a
+//! repository's code in any process but `patchpilot-local-ci`, and never
+//! hand out a credential: the remote is a `file://` URL.
+//!
+//! # Threat model of the CI runner
+//!
+//! A check runs the repository's code with the change under test applied,
+//! a change an agent wrote from untrusted input (image contents,
+//! advisories, CI logs), so it is treated as hostile. The process that
+//! starts it, the controller, holds the database URL in its environment and
+//! configuration.
+//!
+//! What the check gets: a fresh checkout of one commit and a `HOME`, in a
+//! work folder of its own (`pp-ci-*` under the CI work folder) owned by its
+//! uid; an environment of `PATH`, `HOME` and `PP_CI_ATTEMPT` only; stdin
+//! from `/dev/null`, stdout and stderr to the runner, no other open file; a
+//! process group the runner kills when the check ends, at the timeout, or
+//! when the controller stops or goes away; no-new-privileges, so set-uid
+//! programs give it nothing.
+//!
+//! Who it runs as ([`CheckUser`]):
+//! - under a controller running as root, a uid of its own: `nobody`
+//!   (65534:65534) by default, or a dedicated one (better: `nobody` may own
+//!   other processes), with no supplementary groups. The runner drops the
+//!   groups, sets the gid, then the uid, before it touches the checkout, and
+//!   refuses to go on as root. That uid cannot read
+//!   `/proc/<controller>/environ`, signal or trace the controller, nor read
+//!   its files: its configuration (if not world-readable), the forge root
+//!   (created 0700), the controller's own work folders (0700).
+//! - under a controller that is not root, the controller's uid: switching
+//!   needs `CAP_SETUID` and `CAP_SETGID`. Then only the controller being
+//!   non-dumpable (`PR_SET_DUMPABLE` 0, set by the controller at start and
+//!   by [`LocalCi::new`]) keeps `/proc/<controller>/environ`, its memory
+//!   and its open files from the check: the kernel then grants them to root
+//!   alone. The check can still read every file that uid can: the
+//!   controller's configuration file (so no secret belongs in it; pass the
+//!   database URL in the environment), every repository of the forge, the
+//!   work folders of other runs.
+//!
+//! What it can reach in either case: the network as the host sees it, the
+//! database server included (only its password keeps the check out, so it
+//! must require one); whatever on the host is world-readable; checks
+//! running at the same time, which share the uid; processes it leaves
+//! behind by leaving its process group, until they exit. A sandbox VM per
+//! check, as the agent gets, would close those; this crate does not.
+//!
+//! `tests/check_isolation.rs` holds these lines: the check's uid and
+//! groups, its environment and open files, that it can read neither the
+//! controller's environ (in both modes, with a control run in which a
+//! dumpable controller's environ is read) nor the forge root, and that
+//! checks as root are refused.
 
+pub mod check;
 mod ci;
+pub mod runner;
+mod workdir;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,9 +78,10 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use sqlx::{FromRow, PgPool};
 
-pub use ci::{LocalCi, LocalCiConfig};
+pub use check::{CheckUser, RUNNER_BINARY, RUNNER_LOST};
+pub use ci::{LocalCi, LocalCiConfig, SetupError};
 
-use super::{
+use patchpilot_forge::{
     Access, Check, CheckSource, CheckState, Comment, Error, Forge, GitRemote, NewPullRequest, PrState,
     PullRequest, Repo, StatusState,
 };
@@ -96,7 +155,12 @@ impl LocalForge {
         check_branch_name(default_branch)?;
         if !path.join("HEAD").is_file() {
             let parent = path.parent().unwrap_or(&self.root);
-            tokio::fs::create_dir_all(parent)
+            // 0700: the repositories are the controller's; a check of one
+            // repository running under another uid must not read the rest.
+            tokio::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
                 .await
                 .map_err(|e| local(format!("creating {}", parent.display()), e))?;
             let path_str = utf8(&path)?;
@@ -131,7 +195,12 @@ impl LocalForge {
         if !seed.is_dir() {
             return Err(Error::Invalid(format!("{context}: not a folder")));
         }
-        let scratch = tempfile::tempdir().map_err(|e| local(&context, e))?;
+        // 0700, as the repositories: a check running meanwhile must not
+        // read the seed's objects.
+        let scratch = tempfile::Builder::new()
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| local(&context, e))?;
         let git_dir = scratch.path().join("seed.git");
         let git_dir_arg = format!("--git-dir={}", utf8(&git_dir)?);
         let work_tree_arg = format!("--work-tree={}", utf8(seed)?);
