@@ -190,6 +190,7 @@ impl Validate for ControllerConfig {
             ("run_timeout_secs", self.run_timeout_secs),
             ("ci_poll_secs", self.ci_poll_secs),
             ("local.ci_timeout_secs", self.local.ci_timeout_secs),
+            ("limits.max_step_attempts", u64::from(self.limits.max_step_attempts)),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -301,5 +302,18 @@ mod tests {
         for bad in [with(Some(0), None), with(Some(1000), Some(0)), with(None, Some(100))] {
             assert!(bad.validate("controller").is_err(), "{:?}", bad.local);
         }
+    }
+
+    #[test]
+    fn limits_and_vetting_refuse_typos_and_a_zero_step_budget() {
+        let typo = serde_json::from_str::<Limits>(r#"{"max_step_attempt": 3}"#);
+        let err = typo.expect_err("a misspelt limit is refused").to_string();
+        assert!(err.contains("max_step_attempt"), "{err}");
+        let typo = serde_json::from_str::<VetPolicy>(r#"{"max_file_byte": 3}"#);
+        assert!(typo.is_err(), "a misspelt vetting key is refused");
+        let mut zero = ControllerConfig::default();
+        zero.limits.max_step_attempts = 0;
+        let err = zero.validate("controller").expect_err("no attempts at all is refused").to_string();
+        assert!(err.contains("controller.limits.max_step_attempts"), "{err}");
     }
 }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 /// Limits the machine enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Repair runs before the PR goes to a person.
     pub max_repairs: u32,

@@ -58,7 +58,7 @@ const SECRETS_PER_FILE: usize = 10;
 
 /// What vetting allows; per repository in the controller's config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct VetPolicy {
     /// Largest file the patch may leave, in bytes.
     pub max_file_bytes: u64,
