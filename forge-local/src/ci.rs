@@ -89,6 +89,19 @@ pub enum SetupError {
         uid = check::NOBODY
     )]
     RootCheckUser(CheckUser),
+    /// Checks should switch uid, which only root can do: every check would
+    /// fail at the switch, so the runner does not start.
+    #[error(
+        "local CI checks are to run as uid {uid}, gid {gid}, but this process (uid {own}) is not root and cannot switch: run the controller as root, or unset controller.local.ci_uid"
+    )]
+    CannotSwitch {
+        /// The uid asked for.
+        uid: u32,
+        /// The gid asked for.
+        gid: u32,
+        /// This process's uid.
+        own: u32,
+    },
     /// This process's executable, next to which the runner is looked for,
     /// is unknown.
     #[error("finding this process's executable, next to which {RUNNER_BINARY} is looked for")]
@@ -167,6 +180,11 @@ impl LocalCi {
         let user = config.check_user.unwrap_or_else(CheckUser::for_this_process);
         if user.is_root() {
             return Err(SetupError::RootCheckUser(user));
+        }
+        if let CheckUser::Switch { uid, gid } = user
+            && !nix::unistd::geteuid().is_root()
+        {
+            return Err(SetupError::CannotSwitch { uid, gid, own: nix::unistd::geteuid().as_raw() });
         }
         let program = match &config.runner {
             Some(program) => program.clone(),

@@ -257,7 +257,7 @@ impl ImageBuilder {
         hash_file(
             &mut h,
             &self.guest_binary,
-            "the guest agent (build it with `cargo build --bin patchpilot-guest`)",
+            "the guest agent (build it with `cargo build --profile guest -p patchpilot-sandbox-guest -p patchpilot-agent`)",
         )?;
         Ok(hex::encode(h.finalize()))
     }
@@ -495,11 +495,21 @@ fn next_to_exe(name: &str) -> Option<PathBuf> {
         up.map(|u| u.join("guest").join(name)),
         up.and_then(Path::parent).map(|u| u.join("guest").join(name)),
     ];
-    guest_profile
-        .into_iter()
-        .chain([Some(dir.join(name)), up.map(|u| u.join(name))])
-        .flatten()
-        .find(|p| p.is_file())
+    if let Some(built) = guest_profile.into_iter().flatten().find(|p| p.is_file()) {
+        return Some(built);
+    }
+    let beside =
+        [Some(dir.join(name)), up.map(|u| u.join(name))].into_iter().flatten().find(|p| p.is_file())?;
+    // In a cargo target folder (it holds CACHEDIR.TAG), a binary beside
+    // this one came from a workspace build, with every crate's features.
+    let in_cargo_target = beside.ancestors().skip(2).take(2).any(|t| t.join("CACHEDIR.TAG").is_file());
+    if in_cargo_target {
+        tracing::warn!(
+            binary = %beside.display(),
+            "the guest image takes a workspace build's {name}, which links the host's crates the workspace's features bring; build `cargo build --profile guest -p patchpilot-sandbox-guest -p patchpilot-agent` for the guest's own"
+        );
+    }
+    Some(beside)
 }
 
 /// `patchpilot-guest` next to the running executable.
