@@ -36,25 +36,12 @@ fn fixture(rel: &str) -> String {
 }
 
 fn finding(id: &str, ecosystem: &str, name: &str, version: &str, fixed: &[&str], path: &str) -> Finding {
-    Finding {
-        id: id.into(),
-        aliases: Vec::new(),
-        package: Package {
-            name: name.into(),
-            version: version.into(),
-            kind: if ecosystem == "Go" { "go-module".into() } else { String::new() },
-            ecosystem: ecosystem.into(),
-            source_name: String::new(),
-            source_version: String::new(),
-            path: path.into(),
-            layer: String::new(),
-            purl: String::new(),
-        },
-        fixed_versions: fixed.iter().map(|s| (*s).to_owned()).collect(),
-        severity: Severity::High,
-        cvss: Vec::new(),
-        title: String::new(),
+    let mut package = Package::new(name, version, ecosystem);
+    package.path = path.into();
+    if ecosystem == "Go" {
+        package.kind = "go-module".into();
     }
+    Finding::new(id, package, Severity::High).fixed_in(fixed.iter().copied())
 }
 
 // ---------------------------------------------------------------------------

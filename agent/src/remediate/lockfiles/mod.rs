@@ -451,25 +451,7 @@ mod tests {
     use patchpilot_model::{Package, Severity};
 
     fn finding(id: &str, eco: &str, name: &str, version: &str, fixed: &[&str]) -> Finding {
-        Finding {
-            id: id.into(),
-            aliases: Vec::new(),
-            package: Package {
-                name: name.into(),
-                version: version.into(),
-                kind: String::new(),
-                ecosystem: eco.into(),
-                source_name: String::new(),
-                source_version: String::new(),
-                path: String::new(),
-                layer: String::new(),
-                purl: String::new(),
-            },
-            fixed_versions: fixed.iter().map(|s| (*s).to_owned()).collect(),
-            severity: Severity::High,
-            cvss: Vec::new(),
-            title: String::new(),
-        }
+        Finding::new(id, Package::new(name, version, eco), Severity::High).fixed_in(fixed.iter().copied())
     }
 
     #[test]
