@@ -13,6 +13,8 @@
 //!   scanning time counted apart.
 //! - [`verify`]: build with the sandbox's Docker daemon (bollard), rescan,
 //!   and compare.
+//! - [`reasoning`]: the model agent that takes over where the rules stop,
+//!   and repairs CI failures: tools, the loop, gates, transcript.
 //! - [`run`]: one run start to finish; [`report`]: `result.json` and the
 //!   retrospective. The task (`.patchpilot/task.json`) and both reports
 //!   are contracts with the controller and live in `patchpilot-model`.
@@ -27,6 +29,7 @@
 //! not show an improvement, the working tree is put back as it was.
 
 pub mod dockerfile;
+pub mod reasoning;
 pub mod remediate;
 pub mod report;
 pub mod run;

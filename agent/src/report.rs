@@ -5,7 +5,9 @@
 use std::path::Path;
 
 pub use patchpilot_model::{AgentOutcome as Outcome, BaseRecord, EditRecord, PlanStats};
-use patchpilot_model::{RefusalCategory, RetroCategory, RetrospectiveReport, RunReport, context};
+use patchpilot_model::{
+    AgentRecord, RefusalCategory, RetroCategory, RetrospectiveReport, RunReport, context,
+};
 
 use crate::remediate::{CommandRun, Refusal, Step};
 use crate::verify::{Status, Verification};
@@ -43,9 +45,38 @@ pub struct RunResult {
     pub diff: String,
     /// Planning numbers.
     pub stats: PlanStats,
+    /// The session: rules alone, or the model's.
+    pub agent: AgentRecord,
+    /// Every finding of the original image as rebuilt, when verification
+    /// rebuilt it (not reported: the model session measures against it).
+    pub baseline: Vec<patchpilot_model::Finding>,
 }
 
 impl RunResult {
+    /// A result for `task` that has done nothing yet (outcome `failed`
+    /// until something better is known).
+    pub fn new(task: &patchpilot_model::Task) -> RunResult {
+        RunResult {
+            outcome: Outcome::Failed,
+            summary: String::new(),
+            dockerfile: task.dockerfile.clone(),
+            image: task.image.clone(),
+            base: None,
+            steps: Vec::new(),
+            edits: Vec::new(),
+            refusals: Vec::new(),
+            verification: None,
+            commands: Vec::new(),
+            notes: Vec::new(),
+            problems: Vec::new(),
+            patch: false,
+            diff: String::new(),
+            stats: PlanStats::default(),
+            agent: AgentRecord::default(),
+            baseline: Vec::new(),
+        }
+    }
+
     /// The report as `result.json` carries it.
     pub fn report(&self) -> RunReport {
         RunReport {
@@ -64,6 +95,7 @@ impl RunResult {
             patch: self.patch,
             diff: self.diff.clone(),
             stats: self.stats,
+            agent: self.agent.clone(),
         }
     }
 

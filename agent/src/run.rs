@@ -175,27 +175,32 @@ struct Plan {
     edits: Vec<EditRecord>,
 }
 
+/// The registry client and scanner a run of `task` uses; the error is a
+/// problem line (`infrastructure: …` or `repository: …`).
+pub fn scans_for(task: &Task, options: &Options) -> Result<Scans, String> {
+    let registry_config = options.registry.clone().unwrap_or_else(|| RegistryConfig {
+        insecure: task.registry.insecure.clone(),
+        timeout_secs: task.registry.timeout_secs,
+        ..RegistryConfig::default()
+    });
+    let registry = Registry::new(&registry_config)
+        .map_err(|e| format!("infrastructure: registry client: {}", patchpilot_model::error_chain(&e)))?;
+    let platform = task
+        .platform
+        .as_deref()
+        .map(str::parse::<PlatformChoice>)
+        .transpose()
+        .map_err(|e| format!("repository: platform {:?}: {e}", task.platform))?
+        .unwrap_or_default();
+    let db_dir = task.db.clone().unwrap_or_else(|| options.db_dir.clone());
+    Ok(Scans::new(registry, db_dir, options.cache_dir.join("blobs"), platform))
+}
+
 /// Runs the remediation of `task` on `workspace`.
 pub async fn remediate(workspace: &Path, task: &Task, options: &Options) -> RunResult {
     let started = Instant::now();
     let mut commands: Vec<CommandRun> = Vec::new();
-    let mut result = RunResult {
-        outcome: Outcome::Failed,
-        summary: String::new(),
-        dockerfile: task.dockerfile.clone(),
-        image: task.image.clone(),
-        base: None,
-        steps: Vec::new(),
-        edits: Vec::new(),
-        refusals: Vec::new(),
-        verification: None,
-        commands: Vec::new(),
-        notes: Vec::new(),
-        problems: Vec::new(),
-        patch: false,
-        diff: String::new(),
-        stats: PlanStats::default(),
-    };
+    let mut result = RunResult::new(task);
     let dockerfile_path = workspace.join(&task.dockerfile);
     let text = match std::fs::read_to_string(&dockerfile_path) {
         Ok(t) => t,
@@ -205,29 +210,13 @@ pub async fn remediate(workspace: &Path, task: &Task, options: &Options) -> RunR
         Ok(df) => df,
         Err(e) => return failed(result, format!("repository: {}: {e}", task.dockerfile)),
     };
-    let registry_config = options.registry.clone().unwrap_or_else(|| RegistryConfig {
-        insecure: task.registry.insecure.clone(),
-        timeout_secs: task.registry.timeout_secs,
-        ..RegistryConfig::default()
-    });
-    let registry = match Registry::new(&registry_config) {
-        Ok(r) => r,
-        Err(e) => {
-            return failed(
-                result,
-                format!("infrastructure: registry client: {}", patchpilot_model::error_chain(&e)),
-            );
-        }
+    let scans = match scans_for(task, options) {
+        Ok(s) => s,
+        Err(problem) => return failed(result, problem),
     };
-    let platform = match task.platform.as_deref().map(str::parse::<PlatformChoice>).transpose() {
-        Ok(p) => p.unwrap_or_default(),
-        Err(e) => return failed(result, format!("repository: platform {:?}: {e}", task.platform)),
-    };
-    let db_dir = task.db.clone().unwrap_or_else(|| options.db_dir.clone());
-    let scans = Scans::new(registry, db_dir, options.cache_dir.join("blobs"), platform);
 
     let mut snapshot = Snapshot::take(workspace, &task.dockerfile);
-    let plan = plan(workspace, task, &df, &scans, &mut commands, &mut snapshot).await;
+    let plan = plan(workspace, task, &df, &scans, &mut commands, &mut snapshot, Remediators::ALL).await;
     let stats = scans.stats();
     result.stats = PlanStats {
         planning: started.elapsed(),
@@ -281,6 +270,7 @@ pub async fn remediate(workspace: &Path, task: &Task, options: &Options) -> RunR
         Ok(before) => {
             baseline = before.scanned.assessment.findings.clone();
             baseline_kind = "the original Dockerfile, rebuilt".to_owned();
+            result.baseline = baseline.clone();
             builder.remove(&before_tag).await;
         }
         Err(e) => {
@@ -463,7 +453,82 @@ fn finish(
     result
 }
 
-/// Runs every remediator and merges their edits.
+/// Which remediators a plan keeps the changes of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remediators {
+    /// `base-image`.
+    pub base_image: bool,
+    /// `os-pin` (and `rebuild`).
+    pub os_pins: bool,
+    /// `download`.
+    pub downloads: bool,
+    /// `lockfile`.
+    pub lockfiles: bool,
+}
+
+impl Remediators {
+    /// All of them, in the fast path's order.
+    pub const ALL: Remediators =
+        Remediators { base_image: true, os_pins: true, downloads: true, lockfiles: true };
+    /// None of them.
+    pub const NONE: Remediators =
+        Remediators { base_image: false, os_pins: false, downloads: false, lockfiles: false };
+
+    fn keeps(&self, remediator: &str) -> bool {
+        match remediator {
+            "base-image" => self.base_image,
+            "os-pin" | "rebuild" => self.os_pins,
+            "download" => self.downloads,
+            "lockfile" => self.lockfiles,
+            _ => false,
+        }
+    }
+}
+
+/// What [`apply_rules`] did.
+#[derive(Debug, Default)]
+pub struct RulesApplied {
+    /// The changes made.
+    pub steps: Vec<Step>,
+    /// Findings the remediators refused, and why.
+    pub refusals: Vec<Refusal>,
+    /// Facts they recorded.
+    pub notes: Vec<String>,
+    /// What went wrong.
+    pub problems: Vec<String>,
+    /// Commands they ran.
+    pub commands: Vec<CommandRun>,
+}
+
+/// Runs the chosen remediators on the workspace as it is now and writes
+/// their Dockerfile edits: the remediators as the model agent's tools.
+pub async fn apply_rules(
+    workspace: &Path,
+    task: &Task,
+    scans: &Scans,
+    which: Remediators,
+) -> Result<RulesApplied, String> {
+    let path = workspace.join(&task.dockerfile);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", task.dockerfile))?;
+    let df = Dockerfile::parse(&text).map_err(|e| format!("{}: {e}", task.dockerfile))?;
+    let mut commands = Vec::new();
+    let mut snapshot = Snapshot::default();
+    let plan = plan(workspace, task, &df, scans, &mut commands, &mut snapshot, which).await;
+    if plan.new_text != text {
+        std::fs::write(&path, &plan.new_text)
+            .map_err(|e| format!("cannot write {}: {e}", task.dockerfile))?;
+    }
+    Ok(RulesApplied {
+        steps: plan.steps,
+        refusals: plan.refusals,
+        notes: plan.notes,
+        problems: plan.problems,
+        commands,
+    })
+}
+
+/// Runs the remediators and merges their edits; only the steps of `which`
+/// are kept (the base image is always planned: the pins depend on it).
 async fn plan(
     workspace: &Path,
     task: &Task,
@@ -471,6 +536,7 @@ async fn plan(
     scans: &Scans,
     commands: &mut Vec<CommandRun>,
     snapshot: &mut Snapshot,
+    which: Remediators,
 ) -> Plan {
     let mut plan = Plan {
         steps: Vec::new(),
@@ -534,8 +600,11 @@ async fn plan(
     let (steps, refusals) = downloads::plan(df, findings, &task.releases);
     plan.steps.extend(steps);
     plan.refusals.extend(refusals);
-    // 4. Lockfiles, with the ecosystem's own tools.
-    let (steps, refusals) = {
+    // 4. Lockfiles, with the ecosystem's own tools (they write files, so
+    // they run only when asked for).
+    let (steps, refusals) = if !which.lockfiles {
+        (Vec::new(), Vec::new())
+    } else {
         let (workspace, findings) = (workspace.to_owned(), findings.clone());
         let mut log = Vec::new();
         let joined = tokio::task::spawn_blocking(move || {
@@ -560,6 +629,7 @@ async fn plan(
     plan.steps.extend(steps);
     plan.refusals.extend(refusals);
 
+    plan.steps.retain(|s| which.keeps(&s.remediator));
     // Merge the Dockerfile edits, step by step; a step whose edits clash
     // with an earlier one's is dropped and its findings refused.
     let mut accepted: Vec<Edit> = Vec::new();

@@ -19,6 +19,9 @@ pub const UNTRUSTED_INPUTS: &str = "untrusted-inputs.md";
 pub const INSTRUCTIONS: &str = "instructions.md";
 /// For repairs: the failing checks' logs, trimmed and fenced (untrusted).
 pub const CI_FAILURE: &str = "ci-failure.md";
+/// For repairs: the pull request's change so far (`git diff` of the fix),
+/// whose version edits the repair must keep.
+pub const FIX_PATCH: &str = "fix.patch";
 /// Releases of downloaded binaries ([`crate::task::ReleaseIndex`]).
 pub const RELEASES: &str = "releases.json";
 /// A small advisory DB copied in by the controller.
@@ -28,6 +31,8 @@ pub const DB: &str = "db";
 pub const RESULT: &str = "result.json";
 /// The agent's retrospective ([`crate::RetrospectiveReport`]).
 pub const RETROSPECTIVE: &str = "retrospective.json";
+/// The model session's transcript, one JSON object per line.
+pub const TRANSCRIPT: &str = "transcript.jsonl";
 
 /// Path of `file` relative to the workspace root: `.patchpilot/<file>`.
 pub fn path(file: &str) -> String {

@@ -12,6 +12,8 @@
 //!
 //! # Layout
 //!
+//! - [`agent`]: how the reasoning agent reaches a model, its limits, and
+//!   what its report says about the session.
 //! - [`assessment`]: findings, packages, images and assessments.
 //! - [`scan`]: scan requests.
 //! - [`remediation`]: the planner's remediation jobs.
@@ -24,6 +26,7 @@
 //! - [`wire`]: the [`Wire`] trait every bus message implements.
 //! - [`names`]: enums with one stable name per variant ([`named_enum!`]).
 
+pub mod agent;
 pub mod assessment;
 pub mod context;
 mod error;
@@ -38,6 +41,7 @@ pub mod task;
 pub mod time;
 pub mod wire;
 
+pub use agent::{AgentDriver, AgentLimits, AgentRecord, GateRecord, ProviderWire, SessionEnd, TaskModel};
 pub use assessment::{
     ASSESSMENT_SCHEMA, Assessment, AssessmentDocument, Cvss, Finding, FindingKey, ImageDigest,
     OperatingSystem, Package, Platform, Severity, SubmittedAssessment,

@@ -296,6 +296,9 @@ pub struct RunReport {
     pub diff: String,
     /// Planning numbers.
     pub stats: PlanStats,
+    /// The agent's session: rules alone, or the model's, with its usage,
+    /// gates and how it ended.
+    pub agent: crate::AgentRecord,
 }
 
 impl RunReport {

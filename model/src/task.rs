@@ -121,6 +121,10 @@ pub struct Task {
     /// Platform to build and scan, `os/arch[/variant]`.
     #[serde(default)]
     pub platform: Option<String>,
+    /// The model the agent may call when the rules do not suffice; none:
+    /// rules only.
+    #[serde(default)]
+    pub model: Option<crate::TaskModel>,
 }
 
 /// Why a task file could not be used.
@@ -164,6 +168,7 @@ impl Task {
             registry: TaskRegistry::default(),
             db: None,
             platform: None,
+            model: None,
         }
     }
 
@@ -193,6 +198,12 @@ impl Task {
                 || p.components().any(|c| matches!(c, Component::ParentDir))
             {
                 return Err(ValidationError::new(field, "must be a relative path inside the workspace"));
+            }
+        }
+        if let Some(model) = &self.model {
+            model.limits.validate()?;
+            if model.model.trim().is_empty() {
+                return Err(ValidationError::new("model.model", "is empty"));
             }
         }
         if self.findings.is_empty() {

@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 pub use content::{BinaryKind, sniff};
 use patchpilot_git::{Git, GitError};
-pub use repair::required_edits_from_patch;
+pub use repair::{check as check_required_edit, required_edits_from_patch};
 
 /// The `path` of findings about the patch as a whole.
 pub const WHOLE_PATCH: &str = "(patch)";

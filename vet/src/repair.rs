@@ -99,7 +99,7 @@ fn has_version(text: &str) -> bool {
 /// `must_contain`, and no line may contain `must_not_contain` unless it
 /// also contains `must_contain` (so an old value that is a prefix of the
 /// new one, `1.22` → `1.22.2`, does not trip it).
-pub(crate) fn check(clone: &Path, edit: &RequiredEdit) -> Option<Rejection> {
+pub fn check(clone: &Path, edit: &RequiredEdit) -> Option<Rejection> {
     let reject =
         |detail: String| Rejection { path: edit.path.clone(), reason: RejectReason::RevertsFix, detail };
     if let Some((_, why)) = super::rules::unsafe_path(&edit.path) {

@@ -306,6 +306,44 @@ impl AdvisoryDb {
         Ok(records)
     }
 
+    /// The record with `id` or an alias of it (`CVE-…` finds the GHSA or
+    /// distro record that lists it), withdrawn ones included: the agent's
+    /// `lookup_advisory` reads it as evidence.
+    pub fn advisory(&self, id: &str) -> Result<Option<Record>, Error> {
+        let sqlite = self.sqlite_error("cannot look up an advisory");
+        let body: Option<(String, Vec<u8>)> = self
+            .conn
+            .query_row("SELECT id, body FROM records WHERE id = ?1", params![id], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .optional()
+            .map_err(&sqlite)?;
+        let decode = |(rid, body): (String, Vec<u8>)| {
+            codec::decode(&body).map_err(|reason| Error::Corrupt {
+                path: self.path.clone(),
+                what: format!("record {rid}"),
+                reason,
+            })
+        };
+        if let Some(found) = body {
+            return decode(found).map(Some);
+        }
+        // Aliases live inside the compressed bodies, which no index covers:
+        // a scan, rare enough (a model asking by CVE id) to be worth it.
+        let mut statement =
+            self.conn.prepare_cached("SELECT id, body FROM records ORDER BY id").map_err(&sqlite)?;
+        let rows = statement
+            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)))
+            .map_err(&sqlite)?;
+        for row in rows {
+            let record = decode(row.map_err(&sqlite)?)?;
+            if record.aliases.iter().chain(&record.upstream).any(|a| a == id) {
+                return Ok(Some(record));
+            }
+        }
+        Ok(None)
+    }
+
     /// Advisories affecting `version` of `package`, each with the fixed
     /// versions above it, ordered by id.
     ///

@@ -1,0 +1,166 @@
+//! The gates `finish` must pass, in code rather than in the prompt: a
+//! model that ignores its instructions still cannot end the session with
+//! a change that breaks them.
+//!
+//! - `diff_budget`: some change, and no more lines than the limit.
+//! - `protected_files`: tests and CI definitions untouched (CI definitions
+//!   may change only by vetting's version-only rule, which the controller
+//!   applies again).
+//! - `rescan`: the current tree builds, the targets are fixed, and nothing
+//!   at or above the policy's `block_at` is introduced.
+//! - `required_edits` (repairs): every version edit of the fix is still
+//!   there, by vetting's own check.
+//! - `failing_check` (repairs): each failing check's command that can run
+//!   in the VM is run again and must pass.
+
+use patchpilot_model::context::{self, CONTEXT_DIR};
+use patchpilot_model::{GateRecord, RunPurpose, VerificationStatus as Status};
+
+use super::tools::{FinishOutcome, Toolbox, image};
+use super::workspace::{Change, Snapshot, changed_lines};
+
+/// Whether `path` is a test: by the conventions of the ecosystems the
+/// agent meets.
+pub fn is_test_file(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let in_test_dir =
+        path.split('/').any(|c| matches!(c, "test" | "tests" | "__tests__" | "testdata" | "spec"));
+    in_test_dir
+        || name.ends_with("_test.go")
+        || (name.starts_with("test_") && name.ends_with(".py"))
+        || name.ends_with("_test.py")
+        || [".test.js", ".test.ts", ".spec.js", ".spec.ts", ".test.tsx", ".spec.tsx", ".test.jsx"]
+            .iter()
+            .any(|s| name.ends_with(s))
+}
+
+/// Whether `path` is a CI definition.
+pub fn is_ci_definition(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    lower.starts_with(".github/workflows/")
+        || lower.starts_with(".circleci/")
+        || lower.starts_with(".buildkite/")
+        || matches!(
+            lower.as_str(),
+            ".gitlab-ci.yml"
+                | ".travis.yml"
+                | "jenkinsfile"
+                | "azure-pipelines.yml"
+                | "bitbucket-pipelines.yml"
+        )
+}
+
+fn gate(name: &str, passed: bool, detail: impl Into<String>) -> GateRecord {
+    GateRecord { name: name.into(), passed, detail: detail.into() }
+}
+
+/// Runs every gate on the session's change; all must pass.
+pub async fn check(
+    tools: &mut Toolbox,
+    start: &Snapshot,
+    max_diff_lines: u64,
+    outcome: FinishOutcome,
+) -> Vec<GateRecord> {
+    let changes: Vec<Change> = start.changes(&tools.workspace);
+    let mut gates = Vec::new();
+    let lines = changed_lines(&changes);
+    gates.push(match (changes.is_empty(), lines <= max_diff_lines) {
+        (true, _) => gate("diff_budget", false, "the tree is unchanged: there is nothing to propose"),
+        (false, true) => {
+            gate("diff_budget", true, format!("{lines} changed lines in {} files", changes.len()))
+        }
+        (false, false) => gate(
+            "diff_budget",
+            false,
+            format!("{lines} changed lines; the budget is {max_diff_lines}: make a smaller change"),
+        ),
+    });
+    let tests: Vec<&str> = changes.iter().map(|c| c.path.as_str()).filter(|p| is_test_file(p)).collect();
+    let ci: Vec<&str> = changes.iter().map(|c| c.path.as_str()).filter(|p| is_ci_definition(p)).collect();
+    gates.push(if tests.is_empty() && ci.is_empty() {
+        gate("protected_files", true, "no test or CI definition changed")
+    } else {
+        gate(
+            "protected_files",
+            false,
+            format!(
+                "tests and CI definitions must stay as they are; put back: {}",
+                tests.iter().chain(&ci).copied().collect::<Vec<_>>().join(", ")
+            ),
+        )
+    });
+    gates.push(rescan(tools, outcome).await);
+    if tools.mode == RunPurpose::Repair {
+        gates.push(required_edits(tools));
+    }
+    gates
+}
+
+async fn rescan(tools: &mut Toolbox, outcome: FinishOutcome) -> GateRecord {
+    let build = match &tools.last_build {
+        Some(b) if b.tree_version == tools.tree_version => b.clone(),
+        _ => match image::build_current(tools).await {
+            Ok(b) => b,
+            Err(e) => return gate("rescan", false, format!("cannot build and rescan: {e}")),
+        },
+    };
+    let Some(v) = (match (&build.error, &build.verification) {
+        (Some(e), _) => return gate("rescan", false, format!("the image does not build:\n{e}")),
+        (None, v) => v,
+    }) else {
+        return gate("rescan", false, "the build left no scan");
+    };
+    let block_at = tools.task.policy.block_at;
+    let blocking: Vec<String> = v
+        .rows
+        .iter()
+        .filter(|r| r.status == Status::Introduced && r.severity >= block_at)
+        .map(|r| format!("{} in {} {}", r.finding.id, r.finding.package, r.finding.version))
+        .collect();
+    let (fixed, present) = (v.count(Status::Fixed), v.count(Status::Present));
+    let table = image::render(v, block_at);
+    if !blocking.is_empty() {
+        return gate("rescan", false, format!("the change brings {}\n{table}", blocking.join(", ")));
+    }
+    let enough = match outcome {
+        FinishOutcome::Fixed => present == 0 && fixed > 0,
+        FinishOutcome::PartlyFixed | FinishOutcome::GaveUp => fixed > 0,
+    };
+    gate("rescan", enough, table)
+}
+
+fn required_edits(tools: &Toolbox) -> GateRecord {
+    let path = tools.workspace.root().join(CONTEXT_DIR).join(context::FIX_PATCH);
+    let Ok(patch) = std::fs::read(&path) else {
+        return gate("required_edits", true, "no fix.patch in the context: vetting checks the fix instead");
+    };
+    let edits = patchpilot_vet::required_edits_from_patch(&patch);
+    let broken: Vec<String> = edits
+        .iter()
+        .filter_map(|e| patchpilot_vet::check_required_edit(tools.workspace.root(), e))
+        .map(|r| format!("{}: {}", r.path, r.detail))
+        .collect();
+    if broken.is_empty() {
+        gate("required_edits", true, format!("all {} version edits of the fix are kept", edits.len()))
+    } else {
+        gate("required_edits", false, format!("the fix must stay: {}", broken.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tests_and_ci_definitions_are_recognised() {
+        for p in ["main_test.go", "pkg/x/y_test.go", "tests/a.py", "test_x.py", "web/a.spec.ts", "testdata/f"]
+        {
+            assert!(is_test_file(p), "{p}");
+        }
+        for p in ["main.go", "Makefile", "contest.go", "latest/x.go"] {
+            assert!(!is_test_file(p), "{p}");
+        }
+        assert!(is_ci_definition(".github/workflows/ci.yml") && is_ci_definition(".gitlab-ci.yml"));
+        assert!(!is_ci_definition(".github/dependabot.yml") && !is_ci_definition("Makefile"));
+    }
+}

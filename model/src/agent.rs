@@ -1,0 +1,192 @@
+//! The reasoning agent's side of the contracts: how a run reaches a model
+//! ([`TaskModel`], part of the task), the limits that bound its session
+//! ([`AgentLimits`]), and what the report says about it ([`AgentRecord`]).
+//!
+//! The task never holds the credential: in a sandbox the run's capability
+//! arrives as `PP_CAP_MODEL` and the endpoint as `PP_MODEL_URL` (the names
+//! the sandbox worker lets through), and on a developer's machine the key
+//! is read from the provider's usual variable by the CLI.
+
+use serde::{Deserialize, Serialize};
+
+crate::named_enum! {
+    /// The wire format a model provider speaks.
+    pub enum ProviderWire("provider") {
+        /// OpenAI Chat Completions; also vLLM, llama.cpp's server, Ollama.
+        OpenAi = "openai",
+        /// Anthropic Messages.
+        Anthropic = "anthropic",
+    }
+}
+
+impl ProviderWire {
+    /// The environment variable a developer's own key is usually in.
+    pub fn key_variable(self) -> &'static str {
+        match self {
+            ProviderWire::OpenAi => "OPENAI_API_KEY",
+            ProviderWire::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+}
+
+crate::named_enum! {
+    /// What decided a run's change.
+    #[derive(Default)]
+    pub enum AgentDriver("agent driver") {
+        /// The deterministic remediators alone: no model call.
+        #[default]
+        Rules = "rules",
+        /// The model agent, after the rules (or instead, for a repair).
+        Model = "model",
+    }
+}
+
+crate::named_enum! {
+    /// How a model session ended.
+    pub enum SessionEnd("session end") {
+        /// The model called `finish` and every gate passed.
+        Finished = "finished",
+        /// The model gave up, with a reason.
+        GaveUp = "gave_up",
+        /// A limit was reached (turns, tool calls, tokens, wall time).
+        Limit = "limit",
+        /// The same call kept coming back with the same result.
+        Stuck = "stuck",
+        /// `finish` was refused by the gates too many times.
+        GatesFailed = "gates_failed",
+        /// The model could not be reached or answered unusably.
+        ModelError = "model_error",
+    }
+}
+
+/// Where and how the agent reaches a model; part of the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskModel {
+    /// The wire format.
+    pub provider: ProviderWire,
+    /// The endpoint's base URL (without `/v1/...`). In a sandbox it is
+    /// `PP_MODEL_URL` when absent: the broker's address, given per run.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The model's name.
+    pub model: String,
+    /// Most tokens per answer.
+    #[serde(default = "default_output_tokens")]
+    pub max_output_tokens: u32,
+    /// The session's limits.
+    #[serde(default)]
+    pub limits: AgentLimits,
+}
+
+fn default_output_tokens() -> u32 {
+    4096
+}
+
+/// What bounds one model session. Every limit ends the run with its name
+/// in the result and the retrospective.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentLimits {
+    /// Model calls.
+    pub max_turns: u32,
+    /// Tool calls, all turns together.
+    pub max_tool_calls: u32,
+    /// Input plus output tokens, all calls together.
+    pub max_tokens: u64,
+    /// Wall time of the session, in seconds.
+    pub wall_time_secs: u64,
+    /// Lines the session's diff may add plus remove (the diff-budget gate).
+    pub max_diff_lines: u64,
+    /// `finish` calls the gates may refuse before the session ends.
+    pub max_gate_failures: u32,
+    /// Identical calls with identical results in a row that count as stuck.
+    pub stuck_repeats: u32,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        AgentLimits {
+            max_turns: 40,
+            max_tool_calls: 150,
+            max_tokens: 2_000_000,
+            wall_time_secs: 1_200,
+            max_diff_lines: 400,
+            max_gate_failures: 3,
+            stuck_repeats: 3,
+        }
+    }
+}
+
+impl AgentLimits {
+    /// Checks that every limit can be reached at all.
+    pub fn validate(&self) -> Result<(), crate::ValidationError> {
+        let positive: [(&str, u64); 7] = [
+            ("max_turns", self.max_turns.into()),
+            ("max_tool_calls", self.max_tool_calls.into()),
+            ("max_tokens", self.max_tokens),
+            ("wall_time_secs", self.wall_time_secs),
+            ("max_diff_lines", self.max_diff_lines),
+            ("max_gate_failures", self.max_gate_failures.into()),
+            ("stuck_repeats", self.stuck_repeats.into()),
+        ];
+        for (field, value) in positive {
+            if value == 0 {
+                return Err(crate::ValidationError::new(format!("model.limits.{field}"), "must be above 0"));
+            }
+        }
+        if self.stuck_repeats < 2 {
+            return Err(crate::ValidationError::new("model.limits.stuck_repeats", "must be at least 2"));
+        }
+        Ok(())
+    }
+}
+
+/// One gate the agent ran before accepting `finish`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GateRecord {
+    /// Which gate: `diff_budget`, `protected_files`, `rescan`,
+    /// `required_edits`, `failing_check`.
+    pub name: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// What it saw.
+    pub detail: String,
+}
+
+/// What the report says about the agent's session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentRecord {
+    /// Remediate or repair.
+    pub mode: Option<crate::RunPurpose>,
+    /// Rules alone, or the model after them.
+    pub driver: AgentDriver,
+    /// The provider's wire, when a model was used.
+    pub provider: Option<ProviderWire>,
+    /// The model's name, when one was used.
+    pub model: Option<String>,
+    /// The version of the system prompt (its file's sha256, first 12 hex).
+    pub prompt_version: Option<String>,
+    /// Model calls made (retries not counted).
+    pub model_calls: u32,
+    /// Input tokens, all calls.
+    pub input_tokens: u64,
+    /// Output tokens, all calls.
+    pub output_tokens: u64,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Time waiting for the model, in milliseconds.
+    pub model_ms: u64,
+    /// Time in tools, in milliseconds.
+    pub tool_ms: u64,
+    /// How the session ended, when there was one.
+    pub end: Option<SessionEnd>,
+    /// Why, in a sentence.
+    pub end_reason: String,
+    /// The gates of the last `finish`.
+    pub gates: Vec<GateRecord>,
+    /// Companion bumps applied before the model (repairs).
+    pub companion_bumps: Vec<String>,
+}
