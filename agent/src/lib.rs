@@ -6,6 +6,10 @@
 //!
 //! - [`dockerfile`]: a lossless Dockerfile model; edits touch only the
 //!   tokens they change.
+//! - [`companion`]: companion bumps for repair runs, from a table with its
+//!   sources: when the fix moves a toolchain (Go, Node.js, Python), the
+//!   tools pinned to follow it (golangci-lint, staticcheck, npm, pip,
+//!   setuptools) move to the smallest release that supports it.
 //! - [`remediate`]: the deterministic remediators (base image, OS package
 //!   pins, versioned downloads, lockfiles), each proposing edits with the
 //!   findings it expects them to fix, or refusing with a reason.
@@ -28,6 +32,7 @@
 //! checked against a conservative character set. When verification does
 //! not show an improvement, the working tree is put back as it was.
 
+pub mod companion;
 pub mod dockerfile;
 pub mod reasoning;
 pub mod remediate;
