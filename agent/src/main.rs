@@ -6,6 +6,11 @@
 //! and it holds no credential: the task has none, and the registry and the
 //! package mirrors are reached through the sandbox's egress.
 //!
+//! `--mode repair` (or a task whose purpose is repair) works on a CI
+//! failure; with `task.model` set, a model session follows the rules when
+//! they do not fix everything, reaching the model at `PP_MODEL_URL` with
+//! the run's capability `PP_CAP_MODEL`.
+//!
 //! Exit status: 0 when the run finished and wrote its result, whatever the
 //! outcome (the outcome is in the result); 2 when the task is unreadable;
 //! 1 when the result could not be written.
@@ -14,9 +19,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use patchpilot_agent::report;
-use patchpilot_agent::run::{self, Options};
-use patchpilot_model::Task;
+use patchpilot_agent::run::Options;
+use patchpilot_llm::{ClientConfig, ModelClient, RetryPolicy};
+use patchpilot_model::{RunPurpose, Task};
 use patchpilot_model::context::CONTEXT_DIR;
 
 /// Remediate the workspace's task.
@@ -32,6 +37,33 @@ struct Args {
     /// Scratch folder for image blobs and builds (outside the workspace).
     #[arg(long, env = "PATCHPILOT_AGENT_CACHE")]
     cache_dir: Option<PathBuf>,
+    /// `remediate` or `repair`; the task's purpose when absent.
+    #[arg(long)]
+    mode: Option<RunPurpose>,
+}
+
+/// The run's endpoint when the task names none: the broker's address.
+const MODEL_URL_VAR: &str = "PP_MODEL_URL";
+/// The run's per-run capability for the model connection.
+const MODEL_CAPABILITY_VAR: &str = "PP_CAP_MODEL";
+
+/// The model client of `task`, if it names a model.
+fn model_client(task: &Task) -> Result<Option<ModelClient>, String> {
+    let Some(m) = &task.model else { return Ok(None) };
+    let base_url = m
+        .base_url
+        .clone()
+        .or_else(|| std::env::var(MODEL_URL_VAR).ok())
+        .ok_or_else(|| format!("task.model.base_url: absent, and {MODEL_URL_VAR} is not set"))?;
+    let config = ClientConfig {
+        wire: m.provider,
+        base_url,
+        model: m.model.clone(),
+        credential: std::env::var(MODEL_CAPABILITY_VAR).ok().filter(|c| !c.is_empty()),
+        timeout: std::time::Duration::from_secs(300),
+        retry: RetryPolicy::default(),
+    };
+    ModelClient::new(config).map(Some).map_err(|e| format!("task.model: {}", patchpilot_model::error_chain(&e)))
 }
 
 fn main() -> ExitCode {
@@ -90,8 +122,19 @@ async fn run(args: Args) -> ExitCode {
         image_prefix: format!("patchpilot-verify/{}-{:x}", sanitize(&run_name), std::process::id()),
         registry: None,
     };
-    let result = run::remediate(&args.workspace, &task, &options).await;
-    let retro = report::retrospective(&result);
+    let model = match model_client(&task) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("patchpilot-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // The capability is the agent's alone: the `run` tool takes `PP_CAP_*`
+    // out of every child's environment (edition 2024 makes removing it from
+    // our own environment unsafe, which the crate forbids).
+    let mode = args.mode.unwrap_or(task.purpose);
+    let (result, retro) =
+        patchpilot_agent::reasoning::drive(&args.workspace, &task, mode, &options, model.as_ref()).await;
     print!("{}", result.render_text());
     match result.write(&args.workspace.join(CONTEXT_DIR), &retro) {
         Ok(()) => ExitCode::SUCCESS,

@@ -94,7 +94,7 @@ fn unpaired(line: usize, removed: usize, added: usize) -> String {
 /// The contents' side of the rule, which decides: every change between
 /// `old` and `new` is a version-only edit, or the first one that is not
 /// is named (with its line).
-pub(crate) fn compare(path: &str, old: &str, new: &str) -> Result<Vec<CiVersionEdit>, String> {
+pub fn compare(path: &str, old: &str, new: &str) -> Result<Vec<CiVersionEdit>, String> {
     let diff = TextDiff::from_lines(old, new);
     let old_lines: Vec<&str> = diff.iter_old_slices().collect();
     let new_lines: Vec<&str> = diff.iter_new_slices().collect();

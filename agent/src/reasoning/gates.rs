@@ -76,16 +76,37 @@ pub async fn check(
         ),
     });
     let tests: Vec<&str> = changes.iter().map(|c| c.path.as_str()).filter(|p| is_test_file(p)).collect();
-    let ci: Vec<&str> = changes.iter().map(|c| c.path.as_str()).filter(|p| is_ci_definition(p)).collect();
-    gates.push(if tests.is_empty() && ci.is_empty() {
-        gate("protected_files", true, "no test or CI definition changed")
+    let mut refused: Vec<String> = tests.iter().map(|p| format!("{p} (a test)")).collect();
+    let mut version_edits = Vec::new();
+    for c in changes.iter().filter(|c| is_ci_definition(&c.path)) {
+        // Vetting's own rule: only version tokens, forward, same action.
+        let (Some(before), Some(after)) = (&c.before, &c.after) else {
+            refused.push(format!("{} (a CI definition, added or removed)", c.path));
+            continue;
+        };
+        match patchpilot_vet::ci_version_edits(
+            &c.path,
+            &String::from_utf8_lossy(before),
+            &String::from_utf8_lossy(after),
+        ) {
+            Ok(edits) => version_edits.extend(edits.into_iter().map(|e| format!("{}:{}", c.path, e.line))),
+            Err(why) => refused.push(format!("{} ({why})", c.path)),
+        }
+    }
+    gates.push(if refused.is_empty() {
+        let detail = if version_edits.is_empty() {
+            "no test or CI definition changed".to_owned()
+        } else {
+            format!("CI definitions changed by version only: {}", version_edits.join(", "))
+        };
+        gate("protected_files", true, detail)
     } else {
         gate(
             "protected_files",
             false,
             format!(
-                "tests and CI definitions must stay as they are; put back: {}",
-                tests.iter().chain(&ci).copied().collect::<Vec<_>>().join(", ")
+                "tests stay as they are, and CI definitions change only by a forward version bump; put back: {}",
+                refused.join("; ")
             ),
         )
     });

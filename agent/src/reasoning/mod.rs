@@ -306,6 +306,7 @@ pub async fn drive<M: Model>(
             let mut r = RunResult::new(task);
             r.outcome = Outcome::NotFixed;
             r.summary = "repair: handed to the model".into();
+            companion_bumps(workspace, &mut r);
             r
         }
         _ => crate::run::remediate(workspace, task, options).await,
@@ -357,5 +358,33 @@ fn merge(facts: &mut Vec<String>, answers: Vec<String>) {
         if !facts.iter().any(|f| f == &a) {
             facts.push(format!("(model) {a}"));
         }
+    }
+}
+
+/// Applies the companion-bump table (a newer toolchain's minimum linter,
+/// npm, pip…) before the model sees a repair, and records what it did.
+fn companion_bumps(workspace: &Path, result: &mut RunResult) {
+    let plan = crate::companion::plan(workspace);
+    result.notes.extend(plan.notes.iter().cloned());
+    if plan.bumps.is_empty() {
+        return;
+    }
+    match crate::companion::apply(workspace, &plan) {
+        Ok(files) => {
+            for b in &plan.bumps {
+                let line = format!("{} {} → {} in {}:{} ({}; {})", b.companion, b.from, b.to, b.path, b.line, b.because, b.source);
+                result.agent.companion_bumps.push(line.clone());
+                result.steps.push(Step {
+                    remediator: "companion".into(),
+                    summary: format!("bump {} {} → {} in {}", b.companion, b.from, b.to, b.path),
+                    reason: format!("{} ({})", b.because, b.source),
+                    fixes: Vec::new(),
+                    edits: Vec::new(),
+                    files: vec![b.path.clone()],
+                });
+            }
+            result.patch = !files.is_empty();
+        }
+        Err(e) => result.problems.push(format!("companion bumps: {}", patchpilot_model::error_chain(&e))),
     }
 }
