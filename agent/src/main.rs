@@ -21,8 +21,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use patchpilot_agent::run::Options;
 use patchpilot_llm::{ClientConfig, ModelClient, RetryPolicy};
-use patchpilot_model::{RunPurpose, Task};
 use patchpilot_model::context::CONTEXT_DIR;
+use patchpilot_model::{RunPurpose, Task};
 
 /// Remediate the workspace's task.
 #[derive(Debug, Parser)]
@@ -63,7 +63,9 @@ fn model_client(task: &Task) -> Result<Option<ModelClient>, String> {
         timeout: std::time::Duration::from_secs(300),
         retry: RetryPolicy::default(),
     };
-    ModelClient::new(config).map(Some).map_err(|e| format!("task.model: {}", patchpilot_model::error_chain(&e)))
+    ModelClient::new(config)
+        .map(Some)
+        .map_err(|e| format!("task.model: {}", patchpilot_model::error_chain(&e)))
 }
 
 fn main() -> ExitCode {

@@ -112,6 +112,10 @@ impl ModelClient {
             return Err(ModelError::Config { field: "retry.attempts", reason: "must be at least 1".into() });
         }
         let endpoint = format!("{base}{}", route(config.wire));
+        // reqwest without a bundled provider needs one installed before a
+        // client is built; ring is the workspace's, and one already
+        // installed (the caller's) is just as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(config.timeout)
             // The provider, the broker, or a loopback double: never a

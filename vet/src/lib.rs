@@ -50,10 +50,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use ci::compare as ci_version_edits;
 pub use content::{BinaryKind, sniff};
 pub use markdown::code_span;
 use patchpilot_git::{Git, GitError};
-pub use ci::compare as ci_version_edits;
 pub use repair::{check as check_required_edit, required_edits_from_patch};
 
 /// The `path` of findings about the patch as a whole.

@@ -372,7 +372,10 @@ fn companion_bumps(workspace: &Path, result: &mut RunResult) {
     match crate::companion::apply(workspace, &plan) {
         Ok(files) => {
             for b in &plan.bumps {
-                let line = format!("{} {} → {} in {}:{} ({}; {})", b.companion, b.from, b.to, b.path, b.line, b.because, b.source);
+                let line = format!(
+                    "{} {} → {} in {}:{} ({}; {})",
+                    b.companion, b.from, b.to, b.path, b.line, b.because, b.source
+                );
                 result.agent.companion_bumps.push(line.clone());
                 result.steps.push(Step {
                     remediator: "companion".into(),
