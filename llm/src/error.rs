@@ -113,3 +113,15 @@ pub(crate) fn parse_retry_after(value: Option<&str>) -> Option<Duration> {
     let v = value?.trim();
     v.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64)
 }
+
+/// An error answer's kind by its status, once the wire-specific cases
+/// (context length) are ruled out.
+pub(crate) fn by_status(status: u16, retry_after: Option<&str>, message: String) -> ModelError {
+    match status {
+        429 => ModelError::RateLimited { retry_after: parse_retry_after(retry_after), message },
+        401 | 403 => ModelError::Auth { status, message },
+        // Anthropic's 529 ("overloaded") is in this range too.
+        500..=599 => ModelError::Server { status, message },
+        _ => ModelError::Refused { status, message },
+    }
+}

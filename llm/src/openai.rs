@@ -17,7 +17,7 @@
 
 use serde_json::{Value, json};
 
-use crate::error::{ModelError, parse_retry_after};
+use crate::error::{ModelError, by_status};
 use crate::message::{
     Arguments, Message, ModelRequest, ModelResponse, StopReason, ToolCall, Usage, settle_call_ids,
 };
@@ -162,12 +162,7 @@ pub fn parse_error(status: u16, retry_after: Option<&str>, body: &[u8]) -> Model
     {
         return ModelError::ContextLength { message };
     }
-    match status {
-        429 => ModelError::RateLimited { retry_after: parse_retry_after(retry_after), message },
-        401 | 403 => ModelError::Auth { status, message },
-        500..=599 => ModelError::Server { status, message },
-        _ => ModelError::Refused { status, message },
-    }
+    by_status(status, retry_after, message)
 }
 
 #[cfg(test)]

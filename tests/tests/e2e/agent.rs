@@ -243,6 +243,21 @@ async fn headline_bumps_the_golang_base_and_drops_the_pins_it_makes_obsolete() -
     assert!(result["refusals"].as_array().is_some_and(Vec::is_empty), "{}", result["refusals"]);
     // The rebuilt image is gone from the daemon; the original is still there.
     docker(&["image", "inspect", &image], &ws)?;
+
+    // The same task with a model configured: the rules fix everything, so
+    // the agent in the VM's shape makes no model call at all.
+    std::fs::write(ws.join("Dockerfile"), &original)?;
+    let double =
+        patchpilot_provider_double::ProviderDouble::start(patchpilot_provider_double::Scripted::new(vec![]))
+            .await?;
+    let mut with_model = task(&fx, findings.clone(), json!({}));
+    with_model["model"] = json!({"provider": "openai", "base_url": double.base_url(), "model": "double"});
+    let (_, result, _) = run_agent(&fx, &ws, with_model).await?;
+    assert_eq!(result["outcome"], "fixed", "{}", result["summary"]);
+    assert_eq!(result["agent"]["driver"], "rules");
+    assert_eq!(result["agent"]["model_calls"], 0);
+    assert_eq!(double.calls(), 0, "a run the rules fully fix calls no model");
+    assert_eq!(std::fs::read_to_string(ws.join("Dockerfile"))?, expected);
     Ok(())
 }
 
