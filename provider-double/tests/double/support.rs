@@ -25,6 +25,10 @@ impl Sent {
 
 pub fn client() -> reqwest::Client {
     // No proxy from the environment: the double is on loopback.
+    // In a workspace build reqwest's `rustls-no-provider` (the agent's) is
+    // on too, and then a client needs a provider installed first, even for
+    // plain HTTP; one already installed is as good.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().no_proxy().build().expect("a reqwest client")
 }
 
