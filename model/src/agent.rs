@@ -19,16 +19,6 @@ crate::named_enum! {
     }
 }
 
-impl ProviderWire {
-    /// The environment variable a developer's own key is usually in.
-    pub fn key_variable(self) -> &'static str {
-        match self {
-            ProviderWire::OpenAi => "OPENAI_API_KEY",
-            ProviderWire::Anthropic => "ANTHROPIC_API_KEY",
-        }
-    }
-}
-
 crate::named_enum! {
     /// What decided a run's change.
     #[derive(Default)]

@@ -55,6 +55,7 @@ pub use content::{BinaryKind, sniff};
 pub use markdown::code_span;
 use patchpilot_git::{Git, GitError};
 pub use repair::{check as check_required_edit, required_edits_from_patch};
+pub use rules::ci_definition;
 
 /// The `path` of findings about the patch as a whole.
 pub const WHOLE_PATCH: &str = "(patch)";

@@ -104,7 +104,7 @@ pub(crate) fn unsafe_header(header: &str) -> Option<(RejectReason, String)> {
 
 /// CI definitions, matched case-insensitively (a case-folding checkout
 /// would run `.GitHub/Workflows` too).
-pub(crate) fn ci_definition(path: &str) -> Option<&'static str> {
+pub fn ci_definition(path: &str) -> Option<&'static str> {
     const PREFIXES: &[(&str, &str)] = &[
         (".github/workflows/", "GitHub Actions workflow"),
         (".github/actions/", "GitHub Actions action"),

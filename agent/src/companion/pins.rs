@@ -646,15 +646,9 @@ fn requirement_clauses(spec: &str, package: &str) -> Option<Result<Clauses, Stri
 mod tests {
     use super::*;
     use crate::companion::table::Table;
-    use crate::companion::tree::kind_of;
 
     fn file(path: &str, text: &str) -> File {
-        File {
-            path: path.into(),
-            name: path.rsplit('/').next().unwrap_or(path).into(),
-            text: text.into(),
-            kind: kind_of(path).expect("a known kind"),
-        }
+        File::for_test(path, text)
     }
 
     /// (path, line, token, op) of every pin of `companion` in the file.

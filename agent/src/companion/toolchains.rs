@@ -165,15 +165,9 @@ fn setup_values<'a>(doc: &[YamlLine<'a>], i: usize, col: usize) -> Vec<(&'a str,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::companion::tree::kind_of;
 
     fn file(path: &str, text: &str) -> File {
-        File {
-            path: path.into(),
-            name: path.rsplit('/').next().unwrap_or(path).into(),
-            text: text.into(),
-            kind: kind_of(path).expect("a known kind"),
-        }
+        File::for_test(path, text)
     }
 
     fn found(files: &[File]) -> Vec<(String, String, usize)> {

@@ -64,6 +64,19 @@ pub struct File {
     pub kind: Kind,
 }
 
+#[cfg(test)]
+impl File {
+    /// A file as the walk would read it, for the detectors' tests.
+    pub(crate) fn for_test(path: &str, text: &str) -> File {
+        File {
+            path: path.into(),
+            name: path.rsplit('/').next().unwrap_or(path).into(),
+            text: text.into(),
+            kind: kind_of(path).expect("a known kind"),
+        }
+    }
+}
+
 /// The kind of a file by its relative path.
 pub fn kind_of(path: &str) -> Option<Kind> {
     let name = path.rsplit('/').next().unwrap_or(path);

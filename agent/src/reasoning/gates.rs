@@ -34,20 +34,10 @@ pub fn is_test_file(path: &str) -> bool {
             .any(|s| name.ends_with(s))
 }
 
-/// Whether `path` is a CI definition.
+/// Whether `path` is a CI definition, by vetting's own list (the
+/// controller applies the same one).
 pub fn is_ci_definition(path: &str) -> bool {
-    let lower = path.to_ascii_lowercase();
-    lower.starts_with(".github/workflows/")
-        || lower.starts_with(".circleci/")
-        || lower.starts_with(".buildkite/")
-        || matches!(
-            lower.as_str(),
-            ".gitlab-ci.yml"
-                | ".travis.yml"
-                | "jenkinsfile"
-                | "azure-pipelines.yml"
-                | "bitbucket-pipelines.yml"
-        )
+    patchpilot_vet::ci_definition(path).is_some()
 }
 
 fn gate(name: &str, passed: bool, detail: impl Into<String>) -> GateRecord {

@@ -177,16 +177,16 @@ impl Snapshot {
                 after => out.push(Change {
                     path: path.clone(),
                     before: before.content.clone(),
-                    after: after.map(|_| std::fs::read(workspace.root().join(path)).unwrap_or_default()),
+                    after: after.map(|a| current(workspace, path, a)),
                     unknown_before: before.content.is_none(),
                 }),
             }
         }
-        for path in now.files.keys().filter(|p| !self.files.contains_key(*p)) {
+        for (path, after) in now.files.iter().filter(|(p, _)| !self.files.contains_key(*p)) {
             out.push(Change {
                 path: path.clone(),
                 before: None,
-                after: Some(std::fs::read(workspace.root().join(path)).unwrap_or_default()),
+                after: Some(current(workspace, path, after)),
                 unknown_before: false,
             });
         }
@@ -210,6 +210,12 @@ impl Snapshot {
         }
         problems
     }
+}
+
+/// The bytes of a file the latest snapshot saw: kept ones from memory,
+/// only those too large to keep read again.
+fn current(workspace: &Workspace, path: &str, state: &FileState) -> Vec<u8> {
+    state.content.clone().unwrap_or_else(|| std::fs::read(workspace.root().join(path)).unwrap_or_default())
 }
 
 /// A unified diff of `changes`, as git writes it (`a/…`, `b/…`).
