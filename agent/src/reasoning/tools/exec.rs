@@ -134,10 +134,15 @@ pub(crate) async fn run_shell(
             Ok((code.or(Some(-1)), cap(&text)))
         }
         Err(_) => {
-            if let Some(pid) = pid {
-                // The group: `sh` and whatever it started.
-                let _ =
-                    tokio::process::Command::new("kill").arg("-KILL").arg(format!("-{pid}")).status().await;
+            // The group: `sh` and whatever it started. Signalled directly,
+            // never through the `kill` program: procps-ng 4.0's `kill -KILL
+            // -PGID` signalled far more than the group here (it took down
+            // every process of the session that ran the tests).
+            if let Some(pgid) = pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 1) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pgid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
             Ok((None, String::new()))
         }
@@ -174,6 +179,27 @@ mod tests {
         assert!(out.contains("hi") && out.contains("err"), "{out}");
         let (code, _) = run_shell("sleep 30", dir.path(), Duration::from_millis(300)).await.expect("ran");
         assert_eq!(code, None);
+        // What the command started in the background dies with it.
+        let pidfile = dir.path().join("pid");
+        let (code, _) = run_shell("sleep 30 & echo $! > pid; wait", dir.path(), Duration::from_millis(500))
+            .await
+            .expect("ran");
+        assert_eq!(code, None);
+        let pid = std::fs::read_to_string(&pidfile).expect("pid").trim().to_owned();
+        let alive = |pid: &str| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| !s.split_whitespace().nth(2).is_some_and(|state| state == "Z"))
+                .unwrap_or(false)
+        };
+        let mut gone = false;
+        for _ in 0..100 {
+            if !alive(&pid) {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(gone, "the background sleep {pid} outlived the timeout");
     }
 
     #[tokio::test]
