@@ -15,6 +15,7 @@ use crate::lifecycle::Limits;
 use crate::notify::NotifierConfig;
 use patchpilot_forge::github::GitHubConfig;
 use patchpilot_forge_local::CheckUser;
+use patchpilot_model::TaskModel;
 use patchpilot_vet::VetPolicy;
 
 /// Everything `patchpilot-controller` reads at start: the shared sections
@@ -138,6 +139,13 @@ pub struct ControllerConfig {
     pub notifiers: Vec<NotifierConfig>,
     /// The CI webhook receiver; off when unset (CI is then polled only).
     pub webhook: Option<crate::webhook::WebhookConfig>,
+    /// The model the agent in the VM may use when the rules do not fix
+    /// everything, and for repairs (`[controller.model]`; unset: rules
+    /// only). Its `base_url` is reached through the run's egress. Until the
+    /// broker gives each run a capability, only an endpoint that needs no
+    /// credential works (a model served on the fleet's own network): a
+    /// hosted provider's key never goes here, nor into a VM.
+    pub model: Option<TaskModel>,
 }
 
 impl Default for ControllerConfig {
@@ -166,6 +174,7 @@ impl Default for ControllerConfig {
             vet: VetPolicy::default(),
             notifiers: vec![NotifierConfig::Stdout],
             webhook: None,
+            model: None,
         }
     }
 }
@@ -235,6 +244,16 @@ impl Validate for ControllerConfig {
                 "must be at least 16 characters: it is all that authenticates a delivery",
             ));
         }
+        if let Some(model) = &self.model {
+            // `model.…` keys: the task names its fields the same way.
+            model.validate().map_err(|e| config::Error::invalid(key(prefix, &e.path), e.reason))?;
+            if model.base_url.is_none() {
+                return Err(config::Error::invalid(
+                    key(prefix, "model.base_url"),
+                    "is required: the sandbox reaches the model there through the run's egress",
+                ));
+            }
+        }
         for repo in self.instructions.keys() {
             if patchpilot_forge::Repo::from_url(&format!("local://{repo}")).is_err() {
                 return Err(config::Error::invalid(
@@ -301,6 +320,35 @@ mod tests {
         assert!(with(Some(1000), Some(100)).validate("controller").is_ok());
         for bad in [with(Some(0), None), with(Some(1000), Some(0)), with(None, Some(100))] {
             assert!(bad.validate("controller").is_err(), "{:?}", bad.local);
+        }
+    }
+
+    #[test]
+    fn a_model_is_checked_by_its_field_names() {
+        let parse = |model: serde_json::Value| -> ControllerConfig {
+            serde_json::from_value(serde_json::json!({ "model": model })).expect("parses")
+        };
+        let ok = parse(
+            serde_json::json!({"provider": "openai", "base_url": "http://models.internal:8080", "model": "m"}),
+        );
+        assert!(ok.validate("controller").is_ok());
+        for (bad, field) in [
+            (serde_json::json!({"provider": "openai", "model": "m"}), "controller.model.base_url"),
+            (
+                serde_json::json!({"provider": "openai", "base_url": "https://k:sk@api.example.com", "model": "m"}),
+                "controller.model.base_url",
+            ),
+            (
+                serde_json::json!({"provider": "openai", "base_url": "http://m:1", "model": " "}),
+                "controller.model.model",
+            ),
+            (
+                serde_json::json!({"provider": "anthropic", "base_url": "http://m:1", "model": "m", "limits": {"max_turns": 0}}),
+                "controller.model.limits.max_turns",
+            ),
+        ] {
+            let err = parse(bad.clone()).validate("controller").expect_err("refused").to_string();
+            assert!(err.contains(field), "{bad}: {err}");
         }
     }
 

@@ -438,6 +438,11 @@ impl Executor {
                     .as_ref()
                     .map(|_| Path::new(GUEST_WORKSPACE).join(".patchpilot/db"))
             }),
+            model: self.config.model.clone(),
+            fix_patch: match purpose {
+                RunPurpose::Repair => self.fix_patch(machine).await?,
+                RunPurpose::Remediate => None,
+            },
         };
         workspace::write_context(&ws, &spec)?;
         if let Some(source) = &self.config.agent_db_source {
@@ -448,7 +453,10 @@ impl Executor {
         self.artifacts.put_bytes(&object, &packed).await?;
 
         let mut egress = runs::egress_policy(&job.findings, &runs::registry_hosts(&dockerfile));
-        for host in &self.config.allow_hosts {
+        // The model's endpoint is one more host the run may reach; the
+        // run's environment still carries no credential.
+        let model_host = self.config.model.as_ref().and_then(|m| m.endpoint_host());
+        for host in self.config.allow_hosts.iter().chain(model_host.as_ref()) {
             if !egress.allow_hosts.contains(host) {
                 egress.allow_hosts.push(host.clone());
             }
@@ -498,6 +506,17 @@ impl Executor {
         }
     }
 
+    /// The patch of the run that made this revision's fix, if one did: what
+    /// a repair must keep (vetting checks it; the repair run reads it as
+    /// `.patchpilot/fix.patch`).
+    async fn fix_patch(&self, machine: &Machine) -> Result<Option<Vec<u8>>, StepError> {
+        let fix = self.store.latest_fix(&machine.remediation_id, machine.revision).await?;
+        match fix.and_then(|f| f.result).and_then(|r| r.patch_object) {
+            Some(object) => Ok(Some(self.artifacts.get_bytes(&object, MAX_ARTIFACT_BYTES).await?)),
+            None => Ok(None),
+        }
+    }
+
     /// The stored record of a run this controller requested.
     async fn run_record(&self, run_id: &str) -> Result<RunRecord, StepError> {
         self.store.run(run_id).await?.ok_or_else(|| StepError::permanent(format!("run {run_id} unknown")))
@@ -526,12 +545,8 @@ impl Executor {
                 VetContext { repo_name: Some(repo.name.clone()), ..VetContext::remediate() }
             }
             RunPurpose::Repair => {
-                let fix = self.store.latest_fix(&machine.remediation_id, machine.revision).await?;
-                let required = match fix.and_then(|f| f.result).and_then(|r| r.patch_object) {
-                    Some(object) => {
-                        let fix_patch = self.artifacts.get_bytes(&object, MAX_ARTIFACT_BYTES).await?;
-                        required_edits_from_patch(&fix_patch)
-                    }
+                let required = match self.fix_patch(machine).await? {
+                    Some(fix_patch) => required_edits_from_patch(&fix_patch),
                     None => Vec::new(),
                 };
                 VetContext { repo_name: Some(repo.name.clone()), ..VetContext::repair(required) }

@@ -6,7 +6,8 @@
 //! runs), the assessment, the task prompt with the smallest-change rules,
 //! the map of untrusted inputs, the operator's instructions for this
 //! repository (from the controller's config, never from the repository),
-//! and for repairs the fenced CI evidence. Instruction-like files inside the
+//! and for repairs the fenced CI evidence and the pull request's fix as a
+//! patch (`fix.patch`: what the repair must keep). Instruction-like files inside the
 //! repository (`AGENTS.md`, `.cursorrules`…) are named in the untrusted map:
 //! they are part of the code under change, not configuration.
 //!
@@ -17,7 +18,7 @@ use patchpilot_model::{IoError, io};
 use std::path::{Path, PathBuf};
 
 use patchpilot_model::context::{self as ctx, CONTEXT_DIR};
-use patchpilot_model::{Finding, RunPurpose, Task, TaskRegistry};
+use patchpilot_model::{Finding, RunPurpose, Task, TaskModel, TaskRegistry};
 
 use patchpilot_forge::GitRemote;
 use patchpilot_forge::credential::{RemoteGitError, run_git_remote};
@@ -48,6 +49,10 @@ pub struct ContextSpec {
     pub insecure_registries: Vec<String>,
     /// The advisory DB folder inside the sandbox, when not the agent's default.
     pub db: Option<PathBuf>,
+    /// The model the agent may use after the rules (`task.model`).
+    pub model: Option<TaskModel>,
+    /// For repairs: the fix's patch, which the repair must keep.
+    pub fix_patch: Option<Vec<u8>>,
 }
 
 /// Why preparation failed.
@@ -150,6 +155,7 @@ pub fn write_context(workspace: &Path, spec: &ContextSpec) -> Result<(), Error> 
         image: spec.image.clone(),
         registry: TaskRegistry { insecure: spec.insecure_registries.clone(), ..TaskRegistry::default() },
         db: spec.db.clone(),
+        model: spec.model.clone(),
         ..Task::new(spec.dockerfile.clone(), spec.findings.clone())
     };
     let write = |name: &str, bytes: &[u8]| -> Result<(), Error> {
@@ -173,6 +179,9 @@ pub fn write_context(workspace: &Path, spec: &ContextSpec) -> Result<(), Error> 
     }
     if let Some(evidence) = &spec.ci_evidence {
         write(ctx::CI_FAILURE, format!("# CI failure (untrusted evidence)\n\n{evidence}").as_bytes())?;
+    }
+    if let Some(patch) = &spec.fix_patch {
+        write(ctx::FIX_PATCH, patch)?;
     }
     Ok(())
 }
@@ -263,6 +272,9 @@ mod tests {
                 .then(|| "<untrusted-ci-log check=\"lint\">\nx\n</untrusted-ci-log>\n".into()),
             insecure_registries: vec![],
             db: None,
+            model: None,
+            fix_patch: (purpose == RunPurpose::Repair)
+                .then(|| b"--- a/Dockerfile\n+++ b/Dockerfile\n".to_vec()),
         }
     }
 
@@ -295,6 +307,21 @@ mod tests {
         assert!(
             std::fs::read_to_string(ctx.join("prompt.md")).expect("prompt").contains("forward fixes only")
         );
+        assert_eq!(
+            std::fs::read(ctx.join("fix.patch")).expect("fix.patch"),
+            b"--- a/Dockerfile\n+++ b/Dockerfile\n"
+        );
+        let mut with_model = spec(RunPurpose::Repair);
+        with_model.model = Some(TaskModel {
+            provider: patchpilot_model::ProviderWire::OpenAi,
+            base_url: Some("http://models.internal:8080".into()),
+            model: "qwen2.5-coder".into(),
+            max_output_tokens: 2048,
+            limits: patchpilot_model::AgentLimits::default(),
+        });
+        write_context(dir.path(), &with_model).expect("context");
+        let task = Task::load(dir.path()).expect("the agent reads its task");
+        assert_eq!(task.model, with_model.model, "the agent gets the configured model");
     }
 
     #[tokio::test]

@@ -69,6 +69,61 @@ pub struct TaskModel {
     pub limits: AgentLimits,
 }
 
+impl TaskModel {
+    /// Checks the model's name, limits and endpoint. A base URL is plain
+    /// `http(s)://host[:port][/path]`: user information, a query or a
+    /// fragment is refused, since that is where a key would hide, and no
+    /// key may travel in the task.
+    pub fn validate(&self) -> Result<(), crate::ValidationError> {
+        self.limits.validate()?;
+        if self.model.trim().is_empty() {
+            return Err(crate::ValidationError::new("model.model", "is empty"));
+        }
+        if self.max_output_tokens == 0 {
+            return Err(crate::ValidationError::new("model.max_output_tokens", "must be above 0"));
+        }
+        if let Some(url) = &self.base_url {
+            let invalid =
+                |reason: &str| crate::ValidationError::new("model.base_url", format!("{url:?} {reason}"));
+            let rest = url
+                .strip_prefix("http://")
+                .or_else(|| url.strip_prefix("https://"))
+                .ok_or_else(|| invalid("is not an http:// or https:// URL"))?;
+            let authority = rest.split('/').next().unwrap_or_default();
+            if authority.is_empty() {
+                return Err(invalid("names no host"));
+            }
+            if authority.contains('@') {
+                return Err(invalid("carries user information: a credential never goes in the task"));
+            }
+            if url.contains(['?', '#']) {
+                return Err(invalid("carries a query or fragment: a credential never goes in the task"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `host:port` the endpoint is reached at (the port the scheme
+    /// implies when none is written), for the run's egress.
+    pub fn endpoint_host(&self) -> Option<String> {
+        let url = self.base_url.as_deref()?;
+        let (rest, default_port) = match url.strip_prefix("https://") {
+            Some(rest) => (rest, 443),
+            None => (url.strip_prefix("http://")?, 80),
+        };
+        let authority = rest.split('/').next().filter(|a| !a.is_empty())?;
+        let has_port = authority
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            && !authority.ends_with(']');
+        Some(if has_port {
+            authority.to_ascii_lowercase()
+        } else {
+            format!("{}:{default_port}", authority.to_ascii_lowercase())
+        })
+    }
+}
+
 fn default_output_tokens() -> u32 {
     4096
 }
@@ -179,4 +234,42 @@ pub struct AgentRecord {
     pub gates: Vec<GateRecord>,
     /// Companion bumps applied before the model (repairs).
     pub companion_bumps: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(base_url: Option<&str>) -> TaskModel {
+        TaskModel {
+            provider: ProviderWire::OpenAi,
+            base_url: base_url.map(str::to_owned),
+            model: "qwen2.5-coder".into(),
+            max_output_tokens: 4096,
+            limits: AgentLimits::default(),
+        }
+    }
+
+    #[test]
+    fn endpoints_are_plain_urls_and_name_their_egress_host() {
+        for (url, host) in [
+            ("http://model.test:8080", "model.test:8080"),
+            ("https://API.example.com/v1", "api.example.com:443"),
+            ("http://10.0.0.5/", "10.0.0.5:80"),
+        ] {
+            let m = model(Some(url));
+            assert!(m.validate().is_ok(), "{url}");
+            assert_eq!(m.endpoint_host().as_deref(), Some(host), "{url}");
+        }
+        assert_eq!(model(None).endpoint_host(), None);
+        for (url, says) in [
+            ("ftp://model.test", "not an http"),
+            ("https://", "no host"),
+            ("https://user:sk-123@api.example.com", "user information"),
+            ("https://api.example.com/v1?key=sk-123", "query or fragment"),
+        ] {
+            let err = model(Some(url)).validate().expect_err(url).to_string();
+            assert!(err.contains("model.base_url") && err.contains(says), "{url}: {err}");
+        }
+    }
 }

@@ -201,10 +201,7 @@ impl Task {
             }
         }
         if let Some(model) = &self.model {
-            model.limits.validate()?;
-            if model.model.trim().is_empty() {
-                return Err(ValidationError::new("model.model", "is empty"));
-            }
+            model.validate()?;
         }
         if self.findings.is_empty() {
             return Err(ValidationError::new("findings", "names no finding to fix"));

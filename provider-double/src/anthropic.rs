@@ -91,7 +91,8 @@ pub(crate) fn check(req: &RequestParts<'_>) -> Checked {
         Some(_) => {}
     }
     let key = |name: &str| req.header(name).is_some_and(|v| !v.trim().is_empty());
-    if !key("x-api-key") && !key("authorization") {
+    if !req.keyless(&["x-api-key", "authorization"], &mut found) && !key("x-api-key") && !key("authorization")
+    {
         found.add("header x-api-key", "missing, and no authorization header either");
     }
     unknown_fields(map, REQUEST_FIELDS, &mut found);

@@ -75,6 +75,8 @@ pub(crate) struct Checked {
 #[derive(Debug)]
 pub(crate) struct RequestParts<'a> {
     pub(crate) index: usize,
+    /// Whether the endpoint takes a credential.
+    pub(crate) credentials: crate::Credentials,
     pub(crate) method: &'a http::Method,
     pub(crate) path: &'a str,
     pub(crate) headers: &'a HeaderMap,
@@ -82,6 +84,22 @@ pub(crate) struct RequestParts<'a> {
 }
 
 impl RequestParts<'_> {
+    /// Checks the credential headers of `names` for an endpoint that takes
+    /// none: any of them present is a violation (a key where none belongs).
+    /// Returns whether the endpoint takes none, so the wire's own check of
+    /// their presence is skipped.
+    pub(crate) fn keyless(&self, names: &[&str], found: &mut Findings) -> bool {
+        if self.credentials != crate::Credentials::None {
+            return false;
+        }
+        for name in names {
+            if self.header(name).is_some() {
+                found.add(format!("header {name}"), "present; this endpoint takes no credential");
+            }
+        }
+        true
+    }
+
     pub(crate) fn header(&self, name: &str) -> Option<String> {
         self.headers.get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
     }

@@ -111,7 +111,9 @@
 //! function naming a declared tool.
 //!
 //! Anthropic: `POST /v1/messages`; `content-type: application/json`;
-//! `anthropic-version: 2023-06-01`; `x-api-key` or `authorization` present;
+//! `anthropic-version: 2023-06-01`; `x-api-key` or `authorization` present
+//! (for a double started keyless, as a model served without keys, both wires
+//! instead require that no credential header arrives);
 //! no top-level field outside the documented set (`model`, `messages`,
 //! `max_tokens`, `cache_control`, `container`, `inference_geo`, `metadata`,
 //! `output_config`, `service_tier`, `stop_sequences`, `stream`, `system`,
@@ -256,10 +258,28 @@ pub struct ProviderDouble {
     task: JoinHandle<()>,
 }
 
+/// Whether the endpoint the double plays takes a credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Credentials {
+    /// A hosted provider (or the broker): each wire's credential header
+    /// must be there, in its documented form.
+    #[default]
+    Required,
+    /// A model served without keys (llama.cpp's server, vLLM, Ollama on the
+    /// fleet's network): a credential header that arrives anyway is a
+    /// violation, since no key belongs on that path.
+    None,
+}
+
 impl ProviderDouble {
     /// Binds `127.0.0.1:0` once (no port races) and serves until dropped.
     pub async fn start(script: impl Script + 'static) -> std::io::Result<ProviderDouble> {
         Self::start_on(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), script).await
+    }
+
+    /// Same, playing an endpoint that takes no credential.
+    pub async fn start_keyless(script: impl Script + 'static) -> std::io::Result<ProviderDouble> {
+        Self::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), Credentials::None, script).await
     }
 
     /// Same, on a given address (e.g. `0.0.0.0:0`, or a fixed port for the
@@ -268,9 +288,18 @@ impl ProviderDouble {
         addr: SocketAddr,
         script: impl Script + 'static,
     ) -> std::io::Result<ProviderDouble> {
+        Self::start_with(addr, Credentials::Required, script).await
+    }
+
+    /// On `addr`, with the given credential rule.
+    pub async fn start_with(
+        addr: SocketAddr,
+        credentials: Credentials,
+        script: impl Script + 'static,
+    ) -> std::io::Result<ProviderDouble> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(server::Shared::new(Box::new(script)));
+        let shared = Arc::new(server::Shared::new(Box::new(script), credentials));
         let task = tokio::spawn(server::serve(listener, Arc::clone(&shared)));
         Ok(ProviderDouble { addr, shared, task })
     }

@@ -90,6 +90,7 @@ pub(crate) fn check(req: &RequestParts<'_>) -> Checked {
     // The value is a per-run capability, not a provider key: only its
     // presence and form are the wire's business.
     match req.header("authorization") {
+        _ if req.keyless(&["authorization", "x-api-key"], &mut found) => {}
         None => found.add("header authorization", "missing; the wire takes `Authorization: Bearer <token>`"),
         Some(v) if v.strip_prefix("Bearer ").is_none_or(|t| t.trim().is_empty()) => {
             found.add("header authorization", "must be `Bearer <token>`")

@@ -40,6 +40,7 @@ pub(crate) const HEADERS_OF_INTEREST: &[&str] =
 /// What the connections share.
 pub(crate) struct Shared {
     script: Box<dyn Script>,
+    credentials: crate::Credentials,
     state: Mutex<State>,
 }
 
@@ -52,8 +53,8 @@ pub(crate) struct State {
 }
 
 impl Shared {
-    pub(crate) fn new(script: Box<dyn Script>) -> Self {
-        Shared { script, state: Mutex::new(State::default()) }
+    pub(crate) fn new(script: Box<dyn Script>, credentials: crate::Credentials) -> Self {
+        Shared { script, credentials, state: Mutex::new(State::default()) }
     }
 
     /// The state, even after a panic elsewhere: it is a record, and a
@@ -70,7 +71,14 @@ impl Shared {
         let index = state.requests.len();
         let path = parts.uri.path();
         let wire = wire_of(path, &parts.headers);
-        let req = RequestParts { index, method: &parts.method, path, headers: &parts.headers, body };
+        let req = RequestParts {
+            index,
+            credentials: self.credentials,
+            method: &parts.method,
+            path,
+            headers: &parts.headers,
+            body,
+        };
         let mut checked = match read_error {
             Some(e) => Checked {
                 conversation: None,

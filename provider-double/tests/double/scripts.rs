@@ -249,3 +249,25 @@ async fn a_script_sees_the_neutral_view_of_either_wire() {
     assert_eq!(openai.messages, anthropic.messages);
     assert_eq!(openai.tools, anthropic.tools);
 }
+
+/// A keyless endpoint (a model served without keys) takes requests with no
+/// credential header, and flags one that carries any, on both wires.
+#[tokio::test]
+async fn a_keyless_double_refuses_any_credential_and_needs_none() {
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let double = ProviderDouble::start_keyless(|_: &Conversation, _: usize| Turn::text("ok"))
+            .await
+            .expect("start");
+        let version = vec![("anthropic-version", "2023-06-01".to_owned())];
+        let bare = if wire == Wire::Anthropic { version.clone() } else { Vec::new() };
+        let sent = post(&url(&double, wire), &bare, &body_for(wire)).await;
+        assert_eq!(sent.status, 200);
+        assert!(double.violations().is_empty(), "{wire:?}: {:#?}", double.violations());
+        let mut keyed = headers_for(wire);
+        keyed.push(("x-api-key", "sk-should-not-be-here".to_owned()));
+        post(&url(&double, wire), &keyed, &body_for(wire)).await;
+        let found = double.violations();
+        assert_violation(&found, "header x-api-key", "this endpoint takes no credential");
+        assert!(found.iter().all(|v| v.request == 1), "{found:#?}");
+    }
+}

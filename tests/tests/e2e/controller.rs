@@ -27,6 +27,8 @@ use patchpilot_fleet::bus::topics;
 use patchpilot_forge::Repo;
 use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_model::{Finding, JobReason, RemediationJob};
+use patchpilot_provider_double::{Conversation, Message, Turn};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 /// The scripted agent. `scenario` (a file of the repository) says which
@@ -606,4 +608,219 @@ async fn controller_with_the_built_in_agent_in_the_vm_opens_a_verified_pr() -> a
     let status = controller.terminate(Duration::from_secs(30)).await?;
     assert!(status.success(), "{status:?}");
     lp.stop().await
+}
+
+/// The chain the model-driven agent exists for, end to end in VMs: the fix
+/// bumps the Go base image (a CVE in its OpenSSL), the newer Go needs a
+/// newer golangci-lint, and the newer linter flags existing code.
+///
+/// - The remediation is the rules' alone: they fix every target, so no
+///   model is asked (every request the double receives is a repair's).
+/// - CI's lint fails: the pinned linter is older than the Go it must load.
+///   The first repair applies the companion table (golangci-lint
+///   v1.57.2 → v1.60.1) before the model, which reads the evidence and
+///   finishes on that change.
+/// - CI's lint fails again: the new linter's printf check flags `main.go`.
+///   The second repair's model reads the log and the file and edits it
+///   through the tools; the gates rebuild and rescan in the VM.
+/// - CI is green with three commits (fix, repair, repair) and nothing of
+///   the fix reverted.
+///
+/// The model is the provider double on the host's loopback, reached from
+/// the VMs through their egress as `model.test`. It answers from what it
+/// was sent, so a step that never reached it (the brief, the log, a tool
+/// result) fails the chain. No request carries a credential.
+#[tokio::test]
+async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs() -> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs").is_some() {
+        return Ok(());
+    }
+    let registry = patchpilot_e2e::Registry::start().await?;
+    let available = [("libcrypto3", "3.1.4-r5"), ("libssl3", "3.1.4-r5")];
+    push_base(&registry, "library/golang", "1.22.12-alpine3.19", &openssl("3.1.4-r5"), &available).await?;
+    push_base(&registry, "library/golang", "1.23.4-alpine3.19", &openssl("3.1.4-r6"), &available).await?;
+    let port = registry.addr.rsplit(':').next().unwrap_or_default().to_owned();
+    let sreg = format!("registry.test:{port}");
+    let double = patchpilot_provider_double::ProviderDouble::start_keyless(chain_model).await?;
+    let model_port = double.addr().port();
+
+    let seeds = vec![(
+        "api".to_owned(),
+        vec![
+            (
+                "Dockerfile",
+                format!(
+                    "FROM {sreg}/library/golang:1.22.12-alpine3.19\nCOPY main.go /src/main.go\nCMD [\"/bin/sh\"]\n"
+                ),
+            ),
+            ("Makefile", CHAIN_MAKEFILE.to_owned()),
+            ("main.go", CHAIN_MAIN_GO.to_owned()),
+        ],
+    )];
+    let worker = patchpilot_e2e::sandbox::WORKER_TOML
+        .replace("memory_mib = 768", "memory_mib = 2048")
+        .replace("wall_time_secs = 240", "wall_time_secs = 600")
+        .replacen("[sandbox]\n", &format!("[sandbox]\ninsecure_registries = [\"{sreg}\"]\n"), 1)
+        + "[sandbox.host_aliases]\n\"registry.test\" = [\"127.0.0.1\"]\n\"model.test\" = [\"127.0.0.1\"]\n";
+    let scratch = tempfile::tempdir()?;
+    let db = advisory_db(&scratch.path().join("db"), &[cve_2024_2511()])?;
+    let controller = format!(
+        "agent_command = [\"patchpilot-agent\"]\nagent_docker = true\ninsecure_registries = [\"{sreg}\"]\n\
+         agent_db_source = \"{}\"\n[controller.model]\nprovider = \"openai\"\n\
+         base_url = \"http://model.test:{model_port}\"\nmodel = \"chain-double\"\n",
+        db.display()
+    );
+    let lp = Loop::start_with(&seeds, CHAIN_LINT, &controller, &worker).await?;
+    let mut controller = lp.spawn_controller(0)?;
+    let findings = ["libcrypto3", "libssl3"]
+        .into_iter()
+        .map(|p| {
+            let mut f = apk_finding(p, "3.1.4-r5", "3.1.4-r6", "openssl");
+            f.id = "CVE-2024-2511".into();
+            f
+        })
+        .collect();
+    let id = lp.submit_job(job_with("api", findings)).await?;
+    let ends = lp.wait_terminal(std::slice::from_ref(&id), Duration::from_secs(1500)).await?;
+    let requests = double.requests();
+    let asked: Vec<String> = requests
+        .iter()
+        .filter_map(|r| r.conversation.as_ref())
+        .map(|c| format!("{} tool results", c.tool_results().count()))
+        .collect();
+    assert_eq!(ends[0].0, "succeeded", "{}\nmodel calls: {asked:?}\n{}", ends[0].1, lp.logs());
+    assert_eq!(
+        lp.runs(&id).await?,
+        vec![
+            ("remediate".to_owned(), Some("completed".to_owned())),
+            ("repair".to_owned(), Some("completed".to_owned())),
+            ("repair".to_owned(), Some("completed".to_owned())),
+        ]
+    );
+
+    // The model was asked only by the repairs, over the documented wire,
+    // with no credential: the run holds none to send.
+    assert!(double.violations().is_empty(), "{:#?}", double.violations());
+    assert!(!requests.is_empty());
+    for r in &requests {
+        let system = r.conversation.as_ref().and_then(|c| c.system.clone()).unwrap_or_default();
+        assert!(
+            system.starts_with("You are PatchPilot's repair agent"),
+            "a remediation asked the model: {system:.80}"
+        );
+        assert!(r.header("authorization").is_none() && r.header("x-api-key").is_none(), "{:?}", r.headers);
+    }
+    // The second repair's model edited main.go through the tools.
+    let edited = requests
+        .iter()
+        .filter_map(|r| r.conversation.as_ref())
+        .filter(|c| c.messages.iter().any(|m| matches!(m, Message::Assistant { tool_calls, .. } if tool_calls.iter().any(|t| t.name == "edit_file"))))
+        .count();
+    assert!(edited >= 1, "no request shows the edit_file call: {asked:?}");
+
+    let branches = lp.branches("api")?;
+    assert_eq!(branches.len(), 1, "{branches:?}");
+    let branch = &branches[0];
+    let dockerfile = lp.file_on("api", branch, "Dockerfile")?;
+    assert!(dockerfile.contains("golang:1.23.4-alpine3.19"), "the fix stayed: {dockerfile}");
+    let makefile = lp.file_on("api", branch, "Makefile")?;
+    assert!(makefile.contains("GOLANGCI_LINT_VERSION ?= v1.60.1"), "the companion bump: {makefile}");
+    assert_eq!(makefile.replace("v1.60.1", "v1.57.2"), CHAIN_MAKEFILE, "only the version token moved");
+    let main_go = lp.file_on("api", branch, "main.go")?;
+    assert_eq!(
+        main_go,
+        CHAIN_MAIN_GO.replace("fmt.Printf(msg)", "fmt.Print(msg)"),
+        "the model's forward fix"
+    );
+    let subjects = git_dir(&lp.bare("api"), &["log", "--format=%s", &format!("main..{branch}")])?;
+    let subjects: Vec<&str> = subjects.lines().collect();
+    assert_eq!(subjects.len(), 3, "{subjects:?}");
+    assert!(subjects[..2].iter().all(|s| s.starts_with("Repair CI after:")), "{subjects:?}");
+    let prs = lp.pull_requests("api").await?;
+    assert_eq!(prs.len(), 1);
+    let log = controller.log_text();
+    assert!(log.contains("patchpilot: green acme/api"), "{log}");
+    let status = controller.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}");
+    lp.stop().await
+}
+
+const CHAIN_MAKEFILE: &str = "GOLANGCI_LINT_VERSION ?= v1.57.2\n\nlint:\n\tgo run github.com/golangci/golangci-lint/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run\n";
+
+const CHAIN_MAIN_GO: &str =
+    "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tmsg := \"hello from api\\n\"\n\tfmt.Printf(msg)\n}\n";
+
+/// The repository's lint, as golangci-lint behaves: a linter built with an
+/// older Go refuses a newer Go's code; from v1.60 govet's printf check
+/// flags a non-constant format string.
+const CHAIN_LINT: &str = r#"go=$(sed -n 's/^FROM .*golang:\([0-9]*\.[0-9]*\).*/\1/p' Dockerfile)
+lint=$(sed -n 's/^GOLANGCI_LINT_VERSION ?= v//p' Makefile)
+need=1.56.0; [ "$go" = 1.23 ] && need=1.60.1
+if [ "$(printf '%s\n%s\n' "$need" "$lint" | sort -V | head -n1)" != "$need" ]; then
+  echo "Error: can't load config: the Go language version (go1.22) used to build golangci-lint is lower than the targeted Go version ($go)"
+  exit 3
+fi
+if [ "$(printf '1.60.0\n%s\n' "$lint" | sort -V | head -n1)" = 1.60.0 ] && grep -q 'fmt.Printf(msg)' main.go; then
+  echo "main.go:7:13: printf: non-constant format string in call to fmt.Printf (govet)"
+  echo "1 issues:"
+  exit 1
+fi
+echo "0 issues.""#;
+
+/// The model's part in [`the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs`],
+/// answered from the conversation so far: read the failure, then act on
+/// what it says. Anything it does not recognise gets text without a tool
+/// call, which ends the session without a change.
+fn chain_model(conversation: &Conversation, _call: usize) -> Turn {
+    let brief = conversation
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::User(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let results: Vec<(&str, &str, bool)> = conversation.tool_results().collect();
+    let finish = |summary: &str| {
+        Turn::tool_call(
+            "finish",
+            json!({
+                "outcome": "fixed",
+                "summary": summary,
+                "retrospective": {
+                    "went_well": ["the CI log named the failing check"],
+                    "went_wrong": [],
+                    "missing_tools": ["golangci-lint in the sandbox, to run the check before finishing"],
+                    "missing_context": []
+                }
+            }),
+        )
+    };
+    let Some((_, log, _)) = results.first() else {
+        return Turn::tool_call("read_file", json!({"path": ".patchpilot/ci-failure.md"}));
+    };
+    if log.contains("non-constant format string in call to fmt.Printf") {
+        return match results.len() {
+            1 => Turn::tool_call("read_file", json!({"path": "main.go"})),
+            2 if results[1].1.contains("fmt.Printf(msg)") => Turn::tool_call(
+                "edit_file",
+                json!({"path": "main.go", "old_string": "fmt.Printf(msg)", "new_string": "fmt.Print(msg)"}),
+            ),
+            3 => finish(
+                "Print the message with fmt.Print: golangci-lint v1.60's printf check refuses a non-constant format string.",
+            ),
+            _ => Turn::text("The gates refused the change; stopping."),
+        };
+    }
+    if log.contains("lower than the targeted Go version") && brief.contains("golangci-lint v1.57.2 → v1.60.1")
+    {
+        return match results.len() {
+            1 => finish(
+                "The companion bump of golangci-lint to v1.60.1 supports go1.23; nothing else is needed.",
+            ),
+            _ => Turn::text("The gates refused the change; stopping."),
+        };
+    }
+    Turn::text("I cannot tell what failed.")
 }
