@@ -192,7 +192,7 @@ impl AgentLimits {
 #[serde(default)]
 pub struct GateRecord {
     /// Which gate: `diff_budget`, `protected_files`, `rescan`,
-    /// `required_edits`, `failing_check`.
+    /// `required_edits`.
     pub name: String,
     /// Whether it passed.
     pub passed: bool,

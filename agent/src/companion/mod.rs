@@ -85,6 +85,28 @@ pub struct CompanionBump {
     pub source: String,
 }
 
+impl CompanionBump {
+    /// The bump as one line of the run's record: what, where, why, source.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} → {} in {}:{} ({}; {})",
+            self.companion, self.from, self.to, self.path, self.line, self.because, self.source
+        )
+    }
+
+    /// The bump as a step of the run's result.
+    pub fn step(&self) -> crate::remediate::Step {
+        crate::remediate::Step {
+            remediator: "companion".into(),
+            summary: format!("bump {} {} → {} in {}", self.companion, self.from, self.to, self.path),
+            reason: format!("{} ({})", self.because, self.source),
+            fixes: Vec::new(),
+            edits: Vec::new(),
+            files: vec![self.path.clone()],
+        }
+    }
+}
+
 /// Why planned edits could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum CompanionError {

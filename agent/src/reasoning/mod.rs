@@ -372,19 +372,8 @@ fn companion_bumps(workspace: &Path, result: &mut RunResult) {
     match crate::companion::apply(workspace, &plan) {
         Ok(files) => {
             for b in &plan.bumps {
-                let line = format!(
-                    "{} {} → {} in {}:{} ({}; {})",
-                    b.companion, b.from, b.to, b.path, b.line, b.because, b.source
-                );
-                result.agent.companion_bumps.push(line.clone());
-                result.steps.push(Step {
-                    remediator: "companion".into(),
-                    summary: format!("bump {} {} → {} in {}", b.companion, b.from, b.to, b.path),
-                    reason: format!("{} ({})", b.because, b.source),
-                    fixes: Vec::new(),
-                    edits: Vec::new(),
-                    files: vec![b.path.clone()],
-                });
+                result.agent.companion_bumps.push(b.describe());
+                result.steps.push(b.step());
             }
             result.patch = !files.is_empty();
         }

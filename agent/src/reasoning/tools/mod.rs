@@ -7,7 +7,8 @@
 //!   and the scanner library.
 //! - [`knowledge`]: `lookup_advisory` in the local DB, `package_versions`
 //!   from the package indexes.
-//! - [`rules`]: the deterministic remediators as tools.
+//! - [`rules`]: the deterministic remediators and the companion-bump
+//!   table as tools.
 //! - `finish` ends the session; its gates live in [`super::gates`].
 //!
 //! What no tool does: git, push, open a pull request, reach a forge, or
@@ -204,10 +205,15 @@ pub const TOOLS: &[ToolInfo] = &[
     ToolInfo { name: "bump_download", description: rules::BUMP_DOWNLOAD, timeout: Duration::from_secs(120) },
     ToolInfo { name: "bump_lockfile", description: rules::BUMP_LOCKFILE, timeout: Duration::from_secs(900) },
     ToolInfo {
+        name: "companion_bumps",
+        description: rules::COMPANION_BUMPS,
+        timeout: Duration::from_secs(60),
+    },
+    ToolInfo {
         name: "finish",
         description: "End the session. The agent checks the change before accepting it (diff size, tests and CI \
-                      definitions untouched, a rescan showing the targets fixed; for repairs, the fix kept and the \
-                      failing check re-run); when a check fails you get the reason and may continue.",
+                      definitions untouched, a rescan showing the targets fixed; for repairs, the fix kept); when a \
+                      check fails you get the reason and may continue.",
         timeout: Duration::from_secs(1_800),
     },
 ];
@@ -256,6 +262,7 @@ fn parameters(name: &str) -> Value {
         "bump_base_image" | "drop_obsolete_pins" | "bump_download" | "bump_lockfile" => {
             schema_of::<rules::NoArguments>()
         }
+        "companion_bumps" => schema_of::<rules::CompanionBumps>(),
         "finish" => schema_of::<FinishArgs>(),
         _ => Value::Null,
     }
@@ -346,6 +353,7 @@ impl Toolbox {
             "bump_base_image" | "drop_obsolete_pins" | "bump_download" | "bump_lockfile" => {
                 rules::apply(self, name, args).await
             }
+            "companion_bumps" => rules::companion_bumps(self, args),
             _ => Err(format!("{name} cannot be called here")),
         };
         result.unwrap_or_else(ToolOutput::error)
