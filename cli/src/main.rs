@@ -5,6 +5,8 @@
 //! - `status`: streams, consumers, remediations by state, unmapped images,
 //!   dead letters;
 //! - `remediations`: the planner's remediation work;
+//! - `runs list` / `runs show RUN [--transcript]`: the controller's sandbox
+//!   runs, one run with its agent record, or its model session;
 //! - `dlq list` / `dlq replay SEQ`: inspect and replay dead letters;
 //! - `scan IMAGE | --archive | --oci-layout | --rootfs`: scan one image;
 //! - `db import | status | query`: the local OSV advisory database;
@@ -23,6 +25,7 @@ mod dlq;
 mod forge;
 mod remediate;
 mod remediations;
+mod runs;
 mod sandbox;
 mod scan;
 mod status;
@@ -55,6 +58,9 @@ enum Command {
     Status(status::Args),
     /// List remediations.
     Remediations(remediations::Args),
+    /// The controller's sandbox runs: list them, show one or its model session.
+    #[command(subcommand)]
+    Runs(runs::Command),
     /// Inspect and replay dead letters.
     #[command(subcommand)]
     Dlq(dlq::Command),
@@ -105,6 +111,7 @@ fn main() -> ExitCode {
             Command::Submit(args) => submit::run(&config, args).await,
             Command::Status(args) => status::run(&config, args).await,
             Command::Remediations(args) => remediations::run(&config, args).await,
+            Command::Runs(command) => runs::run(&config, command).await,
             Command::Dlq(command) => dlq::run(&config, command).await,
             Command::Scan(args) => scan::run(&config, args).await,
             Command::Db(command) => db::run(&config, command).await,

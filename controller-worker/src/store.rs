@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use patchpilot_model::{RunOutcome, RunPurpose, SandboxResult};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row as _};
@@ -91,10 +92,16 @@ pub struct Details {
 pub struct RunRecord {
     /// The run.
     pub run_id: String,
+    /// The remediation it worked for.
+    pub remediation_id: String,
+    /// The job revision it was requested for.
+    pub revision: u32,
     /// Remediate or repair.
     pub purpose: RunPurpose,
     /// The commit the run's workspace was cloned at.
     pub base_sha: String,
+    /// When it was requested.
+    pub requested_at: DateTime<Utc>,
     /// Seconds since it was requested.
     pub age_secs: f64,
     /// The result, once it arrived.
@@ -120,17 +127,21 @@ impl<'r> sqlx::FromRow<'r, PgRow> for RunRecord {
                 patch_object: key("patch_object")?,
                 transcript_object: key("transcript_object")?,
                 result_object: key("result_object")?,
+                session_object: key("session_object")?,
                 egress_denied: row.try_get::<Option<i32>, _>("egress_denied")?.unwrap_or_default().max(0)
                     as u32,
-                started_at: None,
+                started_at: row.try_get("started_at")?,
                 finished_at: row.try_get("finished_at")?,
             }),
             None => None,
         };
         Ok(RunRecord {
             run_id,
+            remediation_id: row.try_get("remediation_id")?,
+            revision: row.try_get::<i32, _>("revision")?.max(0) as u32,
             purpose: row.try_get("purpose")?,
             base_sha: row.try_get("base_sha")?,
+            requested_at: row.try_get("requested_at")?,
             age_secs: row.try_get("age_secs")?,
             result,
         })
@@ -138,9 +149,9 @@ impl<'r> sqlx::FromRow<'r, PgRow> for RunRecord {
 }
 
 /// The columns a [`RunRecord`] is read from.
-const RUN_COLUMNS: &str = "run_id, remediation_id, purpose, base_sha, \
+const RUN_COLUMNS: &str = "run_id, remediation_id, revision, purpose, base_sha, requested_at, \
     EXTRACT(EPOCH FROM (now() - requested_at))::float8 AS age_secs, outcome, reason, exit_code, \
-    patch_object, result_object, transcript_object, egress_denied, finished_at";
+    patch_object, result_object, transcript_object, session_object, egress_denied, started_at, finished_at";
 
 /// The controllers' shared store.
 #[derive(Debug, Clone)]
@@ -437,7 +448,8 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let updated = sqlx::query(
             "UPDATE controller_runs SET outcome = $2, reason = $3, exit_code = $4, patch_object = $5, \
-                 result_object = $6, transcript_object = $7, egress_denied = $8, finished_at = now() \
+                 result_object = $6, transcript_object = $7, egress_denied = $8, session_object = $9, \
+                 started_at = $10, finished_at = now() \
              WHERE run_id = $1 AND outcome IS NULL",
         )
         .bind(&result.run_id)
@@ -448,6 +460,8 @@ impl Store {
         .bind(&result.result_object)
         .bind(&result.transcript_object)
         .bind(i32::try_from(result.egress_denied).unwrap_or(i32::MAX))
+        .bind(&result.session_object)
+        .bind(result.started_at)
         .execute(&mut *tx)
         .await?
         .rows_affected();
@@ -478,6 +492,23 @@ impl Store {
             "SELECT run_id, purpose, outcome FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
         )
         .bind(remediation_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The most recently requested runs, newest first, of one remediation
+    /// or of all: what `patchpilot runs list` shows.
+    pub async fn recent_runs(
+        &self,
+        remediation_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<RunRecord>, Error> {
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM controller_runs WHERE $1::text IS NULL OR remediation_id = $1 \
+             ORDER BY requested_at DESC, run_id DESC LIMIT $2"
+        )))
+        .bind(remediation_id)
+        .bind(limit)
         .fetch_all(&self.pool)
         .await?)
     }

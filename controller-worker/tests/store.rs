@@ -78,3 +78,38 @@ async fn one_controller_at_a_time_and_a_stalled_one_cannot_write_after_a_takeove
     assert!(c.epoch > b.epoch);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_run_keeps_its_session_and_times_and_lists_newest_first() -> anyhow::Result<()> {
+    use patchpilot_model::{RunOutcome, RunPurpose, SandboxResult};
+    let db = TestDatabase::create().await?;
+    let store = Store::new(db.migrated_pool().await?);
+    store.record_run_request("rem-1-r1-1", "rem-1", 1, RunPurpose::Remediate, "abc").await?;
+    store.record_run_request("rem-1-r1-2", "rem-1", 1, RunPurpose::Repair, "def").await?;
+    store.record_run_request("rem-2-r1-1", "rem-2", 1, RunPurpose::Remediate, "abc").await?;
+    let started = chrono::DateTime::from_timestamp(1_700_000_000, 0);
+    let result = SandboxResult {
+        session_object: Some("runs/rem-1-r1-1/session".into()),
+        transcript_object: Some("runs/rem-1-r1-1/transcript".into()),
+        started_at: started,
+        ..SandboxResult::without_artifacts("rem-1-r1-1", "rem-1", RunOutcome::Completed, "exit 0")
+    };
+    assert!(store.record_run_result(&result).await?);
+
+    let record = store.run("rem-1-r1-1").await?.expect("recorded");
+    assert_eq!((record.remediation_id.as_str(), record.revision), ("rem-1", 1));
+    let stored = record.result.expect("a result");
+    assert_eq!(stored.session_object.as_deref(), Some("runs/rem-1-r1-1/session"));
+    assert_eq!(stored.started_at, started);
+    assert!(stored.finished_at.is_some_and(|f| f >= record.requested_at));
+    let pending = store.run("rem-1-r1-2").await?.expect("recorded");
+    assert_eq!(pending.result, None);
+
+    let ids = |runs: Vec<patchpilot_controller::store::RunRecord>| {
+        runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(store.recent_runs(Some("rem-1"), 10).await?), ["rem-1-r1-2", "rem-1-r1-1"]);
+    assert_eq!(store.recent_runs(None, 10).await?.len(), 3);
+    assert_eq!(store.recent_runs(None, 1).await?.len(), 1);
+    Ok(())
+}

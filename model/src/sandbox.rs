@@ -328,10 +328,13 @@ pub struct SandboxResult {
     /// Object key of the patch against the starting commit; `None` when the
     /// run changed nothing.
     pub patch_object: Option<String>,
-    /// Object key of the transcript.
+    /// Object key of the transcript: the agent command's output.
     pub transcript_object: Option<String>,
     /// Object key of `.patchpilot/result.json`.
     pub result_object: Option<String>,
+    /// Object key of the model session's transcript
+    /// (`.patchpilot/transcript.jsonl`); `None` when the agent wrote none.
+    pub session_object: Option<String>,
     /// Egress decisions that were denials.
     pub egress_denied: u32,
     /// When the VM started.
@@ -358,6 +361,7 @@ impl SandboxResult {
             patch_object: None,
             transcript_object: None,
             result_object: None,
+            session_object: None,
             egress_denied: 0,
             started_at: None,
             finished_at: None,
@@ -384,6 +388,7 @@ impl From<&SandboxResult> for v1::SandboxResult {
             patch_object: r.patch_object.clone().unwrap_or_default(),
             transcript_object: r.transcript_object.clone().unwrap_or_default(),
             result_object: r.result_object.clone().unwrap_or_default(),
+            session_object: r.session_object.clone().unwrap_or_default(),
             egress_denied: r.egress_denied,
             started_at: r.started_at.map(timestamp),
             finished_at: r.finished_at.map(timestamp),
@@ -407,6 +412,7 @@ impl TryFrom<v1::SandboxResult> for SandboxResult {
             patch_object: some_key("patch_object", m.patch_object)?,
             transcript_object: some_key("transcript_object", m.transcript_object)?,
             result_object: some_key("result_object", m.result_object)?,
+            session_object: some_key("session_object", m.session_object)?,
             egress_denied: m.egress_denied,
             started_at: m.started_at.and_then(from_timestamp),
             finished_at: m.finished_at.and_then(from_timestamp),
@@ -474,12 +480,26 @@ mod tests {
         let mut r = SandboxResult::without_artifacts("run-1", "rem-1", RunOutcome::Completed, "done");
         r.exit_code = Some(0);
         r.patch_object = Some("runs/run-1/patch".into());
+        r.session_object = Some("runs/run-1/session".into());
         r.egress_denied = 3;
         assert_eq!(SandboxResult::try_from(v1::SandboxResult::from(&r)), Ok(r.clone()));
         let bare = SandboxResult::without_artifacts("run-2", "", RunOutcome::InfraError, "vm died");
         let back = SandboxResult::try_from(v1::SandboxResult::from(&bare)).expect("decodes");
         assert_eq!(back.patch_object, None);
+        assert_eq!(back.session_object, None);
         assert_eq!(back.exit_code, None);
+    }
+
+    #[test]
+    fn a_bad_session_key_is_named() {
+        let mut m = v1::SandboxResult::from(&SandboxResult::without_artifacts(
+            "run-1",
+            "rem-1",
+            RunOutcome::Completed,
+            "done",
+        ));
+        m.session_object = "../escape".into();
+        assert_eq!(SandboxResult::try_from(m).expect_err("refused").path, "session_object");
     }
 
     #[test]

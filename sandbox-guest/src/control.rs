@@ -340,16 +340,18 @@ impl Control {
             Err(e) => error = e,
         }
         let mut files = vec![("patch", patch_path), ("transcript", transcript_path)];
-        // The agent's report and retrospective, as JSON (the contract is
-        // `patchpilot-model`'s; the host parses and clips them).
-        for (name, file) in [("result", "result.json"), ("retrospective", "retrospective.json")] {
-            let from = self.paths.workspace.join(".patchpilot").join(file);
-            if from.is_file() {
-                let to = artifacts_dir.join(name);
-                if tokio::fs::copy(&from, &to).await.is_ok() {
-                    files.push((name, to));
+        // The agent's report, retrospective and model session from
+        // `.patchpilot/` (the contracts are `patchpilot-model`'s; the host
+        // parses and clips them), copied without following links.
+        let (workspace, dir, cap) = (self.paths.workspace.clone(), artifacts_dir.clone(), spec.output_bytes);
+        match tokio::task::spawn_blocking(move || crate::artifacts::collect(&workspace, &dir, cap)).await {
+            Ok((offered, refused)) => {
+                files.extend(offered);
+                for reason in refused {
+                    let _ = tx.send(phase("artifacts", "skipped", reason)).await;
                 }
             }
+            Err(e) => error = format!("copying the artifacts of .patchpilot/: {e}"),
         }
         let mut infos = Vec::new();
         let mut state = self.state.lock().await;
@@ -498,6 +500,103 @@ impl GuestControl for Control {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt as _;
+
+    /// A service on a temporary workspace holding `files`, with the
+    /// workspace already received (as PutWorkspace leaves it) and egress up.
+    async fn service(dir: &Path, files: &[(&str, &str)]) -> Control {
+        let paths = Paths { workspace: dir.join("workspace"), scratch: dir.join("scratch") };
+        for (name, text) in files {
+            let path = paths.workspace.join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("folder");
+            std::fs::write(path, text).expect("write");
+        }
+        std::fs::create_dir_all(&paths.workspace).expect("workspace");
+        let base = snapshot_base(&paths.workspace).await.expect("snapshot");
+        let (_egress_tx, egress) = tokio::sync::watch::channel(Some(Ok(())));
+        let (shutdown, _) = mpsc::channel(1);
+        let control = Control::new(paths, egress, shutdown);
+        control.state.lock().await.base_commit = Some(base);
+        control
+    }
+
+    /// Runs `sh -c script` and returns the phases and the RunFinished.
+    async fn run(control: &Control, script: &str) -> (Vec<Phase>, RunFinished) {
+        let spec = RunSpec {
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            output_bytes: 1 << 20,
+            ..RunSpec::default()
+        };
+        let mut events = control.run(Request::new(spec)).await.expect("run").into_inner();
+        let mut phases = Vec::new();
+        while let Some(event) = events.next().await {
+            match event.expect("event").event {
+                Some(run_event::Event::Phase(p)) => phases.push(p),
+                Some(run_event::Event::Finished(done)) => return (phases, done),
+                _ => {}
+            }
+        }
+        panic!("the run stream ended without RunFinished");
+    }
+
+    async fn fetch(control: &Control, name: &str) -> Vec<u8> {
+        let request = Request::new(ArtifactRequest { name: name.into() });
+        let mut chunks = control.get_artifact(request).await.expect("artifact").into_inner();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            bytes.extend(chunk.expect("chunk").data);
+        }
+        bytes
+    }
+
+    #[tokio::test]
+    async fn the_session_transcript_is_offered_hashed_and_kept_out_of_the_patch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let control = service(dir.path(), &[("README.md", "hello\n")]).await;
+        let script = "mkdir -p .patchpilot && printf '{\"type\":\"session\"}\\n' > .patchpilot/transcript.jsonl \
+                      && echo bye > README.md";
+        let (_, done) = run(&control, script).await;
+        assert_eq!((done.exit_code, done.error.as_str()), (0, ""), "{done:?}");
+        let session = done.artifacts.iter().find(|a| a.name == "session").expect("a session artifact");
+        let bytes = fetch(&control, "session").await;
+        assert_eq!(bytes, b"{\"type\":\"session\"}\n");
+        assert_eq!(
+            (session.size, session.sha256.as_str()),
+            (bytes.len() as u64, hex::encode(Sha256::digest(&bytes)).as_str())
+        );
+        let patch = String::from_utf8(fetch(&control, "patch").await).expect("text");
+        assert!(patch.contains("+bye") && !patch.contains("transcript.jsonl"), "{patch}");
+    }
+
+    #[tokio::test]
+    async fn a_run_without_a_session_offers_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let control = service(dir.path(), &[("README.md", "hello\n")]).await;
+        let (_, done) = run(&control, "mkdir -p .patchpilot && : > .patchpilot/transcript.jsonl").await;
+        let names: Vec<&str> = done.artifacts.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["patch", "transcript"], "an empty transcript is no artifact");
+    }
+
+    #[tokio::test]
+    async fn a_symlinked_session_is_not_read_and_the_run_says_why() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = dir.path().join("outside.txt");
+        std::fs::write(&outside, "not the workspace's").expect("write");
+        let control = service(dir.path(), &[("README.md", "hello\n")]).await;
+        let script =
+            format!("mkdir -p .patchpilot && ln -s {} .patchpilot/transcript.jsonl", outside.display());
+        let (phases, done) = run(&control, &script).await;
+        assert!(done.artifacts.iter().all(|a| a.name != "session"), "{:?}", done.artifacts);
+        assert_eq!(done.error, "", "a refused artifact does not fail the run");
+        let skipped: Vec<&Phase> = phases.iter().filter(|p| p.state == "skipped").collect();
+        assert_eq!(skipped.len(), 1, "{phases:?}");
+        assert!(
+            skipped[0].detail.contains("session") && skipped[0].detail.contains("symbolic link"),
+            "{skipped:?}"
+        );
+        let refused = control.get_artifact(Request::new(ArtifactRequest { name: "session".into() })).await;
+        assert_eq!(refused.err().map(|s| s.code()), Some(tonic::Code::NotFound));
+    }
 
     #[test]
     fn context_dirs_stay_inside_the_workspace() {

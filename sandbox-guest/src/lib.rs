@@ -18,6 +18,9 @@
 //!   the host asks for shutdown.
 //! - [`control`]: the `GuestControl` gRPC service: workspace in, the task
 //!   run, events streamed, hashed artifacts out.
+//! - [`artifacts`]: the files offered from the workspace's `.patchpilot/`
+//!   (report, retrospective, model session), copied without following a
+//!   link and capped.
 //! - [`egress`]: the guest network plan (dummy route, NAT rules) and the DNS
 //!   responder and TCP redirector that hand every lookup and connection to
 //!   the host's forwarder over vsock.
@@ -34,6 +37,7 @@
 //! - Reach the network except through the host's egress forwarder: it opens
 //!   no socket to the outside itself, every byte leaves over vsock.
 
+pub mod artifacts;
 pub mod control;
 pub mod docker;
 pub mod egress;

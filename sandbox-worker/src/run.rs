@@ -139,8 +139,7 @@ pub struct RunReport {
     pub reason: String,
     /// The command's exit code (-1 if it did not exit normally).
     pub exit_code: i32,
-    /// Result files on the host, by name (patch, transcript, result,
-    /// retrospective).
+    /// Result files on the host, by name (one of [`ARTIFACTS`]).
     pub artifacts: BTreeMap<String, PathBuf>,
     /// Egress denials.
     pub egress_denied: u32,
@@ -168,6 +167,12 @@ pub trait RunObserver: Send {
 #[derive(Debug, Default)]
 pub struct Quiet;
 impl RunObserver for Quiet {}
+
+/// The artifacts a guest may offer: the patch, the command's output
+/// (`transcript`), and from the workspace's `.patchpilot/` the agent's
+/// report (`result`), its retrospective and the model session's transcript
+/// (`session`). Anything else fails the run.
+pub const ARTIFACTS: [&str; 5] = ["patch", "transcript", "result", "retrospective", "session"];
 
 /// Boots guests for runs.
 #[derive(Debug)]
@@ -582,7 +587,7 @@ impl Sandbox {
         progress.step = "fetching results";
         let mut budget = request.limits.output_bytes.saturating_sub(output_bytes);
         for info in &finished.artifacts {
-            if !matches!(info.name.as_str(), "patch" | "transcript" | "result" | "retrospective") {
+            if !ARTIFACTS.contains(&info.name.as_str()) {
                 return Err(format!("the guest offered an unknown artifact {:?}", info.name));
             }
             if info.size > budget {

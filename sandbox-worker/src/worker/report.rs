@@ -56,6 +56,7 @@ pub(super) fn result(job: &RunJob, ended: &Ended) -> SandboxResult {
         patch_object: object("patch"),
         transcript_object: object("transcript"),
         result_object: object("result"),
+        session_object: object("session"),
         egress_denied: ended.egress_denied,
         started_at: Some(ended.started_at),
         finished_at: Some(ended.finished_at),
@@ -129,10 +130,40 @@ mod tests {
         assert_eq!(r.outcome, RunOutcome::TimedOut);
         assert_eq!(r.patch_object.as_deref(), Some("runs/run-1_a/patch"));
         assert_eq!(r.transcript_object, None);
+        assert_eq!(r.session_object, None);
         assert_eq!(r.exit_code, None);
         assert_eq!(r.egress_denied, 2);
         assert_eq!(r.remediation_id, "rem-1");
         assert!(r.started_at.is_some() && r.finished_at.is_some());
+    }
+
+    #[test]
+    fn a_session_artifact_becomes_the_session_object() {
+        let mut e = ended(RunOutcome::Completed, None);
+        e.objects.insert("session".into(), "runs/run-1_a/session".into());
+        e.objects.insert("transcript".into(), "runs/run-1_a/transcript".into());
+        let r = result(&job(), &e);
+        assert_eq!(r.session_object.as_deref(), Some("runs/run-1_a/session"));
+        assert_eq!(r.transcript_object.as_deref(), Some("runs/run-1_a/transcript"));
+    }
+
+    #[test]
+    fn the_guest_offers_what_the_host_accepts_under_the_contract_names() {
+        use patchpilot_model::context;
+        use patchpilot_sandbox_guest::artifacts::{CONTEXT_ARTIFACTS, CONTEXT_DIR};
+        assert_eq!(CONTEXT_DIR, context::CONTEXT_DIR);
+        let offered: Vec<(&str, &str)> = CONTEXT_ARTIFACTS.iter().map(|a| (a.name, a.file)).collect();
+        assert_eq!(
+            offered,
+            [
+                ("result", context::RESULT),
+                ("retrospective", context::RETROSPECTIVE),
+                ("session", context::TRANSCRIPT)
+            ]
+        );
+        for (name, _) in offered {
+            assert!(crate::run::ARTIFACTS.contains(&name), "the host refuses {name}");
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod grouping;
 mod intake;
 mod mapping;
 mod policy;
+mod runs;
 mod sandbox;
 mod sandbox_worker;
 mod scanner;

@@ -141,6 +141,7 @@ async fn sandbox_run_completes_with_a_patch_that_applies() -> anyhow::Result<()>
     assert!(text.contains("new.txt") && text.contains("+hi"), "{text}");
     applies(&checkout, &patch)?;
     assert!(result.transcript_object.is_some());
+    assert_eq!(result.session_object, None, "the command wrote no .patchpilot/transcript.jsonl");
     assert!(result.started_at.is_some() && result.finished_at.is_some());
 
     let (state_col, attempt, outcome): (String, i32, String) =
@@ -182,6 +183,62 @@ async fn sandbox_run_completes_with_a_patch_that_applies() -> anyhow::Result<()>
     let runs = state.join("runs").display().to_string();
     assert_eq!(processes_naming(&format!("{runs}/")), vec![], "processes left behind");
     assert_eq!(std::fs::read_dir(state.join("runs"))?.count(), 0, "run folders left behind");
+    Ok(())
+}
+
+/// A model session's transcript as the agent leaves it: JSONL, here with
+/// a character outside ASCII so the bytes are compared, not the text.
+const SESSION_LINES: [&str; 3] = [
+    r#"{"type":"session","at_ms":0,"mode":"remediate","provider":"openai","model":"gpt-e2e"}"#,
+    r#"{"type":"tool_call","at_ms":12,"id":"c1","name":"read_file","args":"{\"path\":\"RÉADME.md\"}"}"#,
+    r#"{"type":"outcome","at_ms":40,"end":"gave_up","reason":"nothing to do"}"#,
+];
+
+#[tokio::test]
+async fn sandbox_run_brings_the_model_session_back_as_its_own_artifact() -> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("sandbox_run_brings_the_model_session_back_as_its_own_artifact").is_some() {
+        return Ok(());
+    }
+    let stack = Stack::start().await?;
+    let state = private_state(&stack)?;
+    let (_checkout, tar_gz) = workspace(&stack)?;
+    let store = ArtifactStore::open(&stack.bus).await?;
+    store.put_bytes("workspaces/e2e-session.tar.gz", &tar_gz).await?;
+    let expected: String = SESSION_LINES.iter().map(|l| format!("{l}\n")).collect();
+    let quoted: Vec<String> = SESSION_LINES.iter().map(|l| format!("'{l}'")).collect();
+    // As the agent does: the transcript under .patchpilot/, and a change.
+    let script = format!(
+        "mkdir -p .patchpilot && printf '%s\\n' {} > .patchpilot/transcript.jsonl && echo bye >> README.md",
+        quoted.join(" ")
+    );
+
+    let mut worker = spawn_worker(&stack, &state, "worker")?;
+    let run = sandbox_run("e2e-session", "workspaces/e2e-session.tar.gz", &script);
+    stack.bus.publish(&topics::SANDBOX_RUNS, None, "e2e-session", &run).await?;
+    let result = wait_result(&stack, &worker).await?;
+    assert_eq!(result.outcome, RunOutcome::Completed, "{result:?}\n{}", worker.log_text());
+    assert_eq!(result.session_object.as_deref(), Some("runs/e2e-session/session"), "{result:?}");
+    let session = store.get_bytes("runs/e2e-session/session", 1 << 20).await?;
+    assert_eq!(String::from_utf8_lossy(&session), expected);
+    assert_eq!(session, expected.as_bytes());
+    let patch = store.get_bytes("runs/e2e-session/patch", 1 << 20).await?;
+    let patch = String::from_utf8_lossy(&patch);
+    assert!(patch.contains("+bye") && !patch.contains(".patchpilot"), "{patch}");
+
+    // Recorded as the controller's result intake does, it is what
+    // `patchpilot runs show --transcript` reads.
+    let controller = patchpilot_controller::store::Store::new(stack.pool.clone());
+    controller.record_run_request("e2e-session", "rem-e2e", 1, RunPurpose::Remediate, "base").await?;
+    assert!(controller.record_run_result(&result).await?);
+    let out = stack.cli(&["runs", "show", "e2e-session", "--transcript", "--json"]).await?;
+    let events: Vec<serde_json::Value> = serde_json::from_str(&out.stdout)
+        .map_err(|e| anyhow::anyhow!("{e}: {}{}", out.stdout, out.stderr))?;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds, ["session", "tool_call", "outcome"]);
+
+    let status = worker.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}\n{}", worker.log_text());
     Ok(())
 }
 
