@@ -714,6 +714,10 @@ impl Executor {
                 outcome.map(RunOutcome::as_str).unwrap_or("no result")
             ));
         }
+        text.push_str(
+            "\nEach run's record, and the agent's session where a model took part: \
+             `patchpilot runs show RUN [--transcript]`.\n",
+        );
         Ok(text)
     }
 
