@@ -188,7 +188,7 @@ mod tests {
         let pid = std::fs::read_to_string(&pidfile).expect("pid").trim().to_owned();
         let alive = |pid: &str| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| !s.split_whitespace().nth(2).is_some_and(|state| state == "Z"))
+                .map(|s| s.split_whitespace().nth(2).is_none_or(|state| state != "Z"))
                 .unwrap_or(false)
         };
         let mut gone = false;
