@@ -11,7 +11,8 @@
 //! - `scan IMAGE | --archive | --oci-layout | --rootfs`: scan one image;
 //! - `db import | status | query`: the local OSV advisory database;
 //! - `remediate --workspace DIR --assessment FILE`: plan, build, rescan and
-//!   print the diff that fixes an assessment, on a local checkout;
+//!   print the diff that fixes an assessment, on a local checkout; with
+//!   `--agent model`, a model session where the rules stop, or a repair;
 //! - `sandbox image build` / `sandbox run --workspace DIR -- CMD`: the
 //!   microVM sandbox, for debugging a policy or a guest image;
 //! - `forge init` / `forge prs`: the controller's single-machine forge.

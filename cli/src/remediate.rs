@@ -6,6 +6,12 @@
 //! Unlike the sandbox command, it writes nothing into the checkout but the
 //! patch itself (and nothing at all with `--dry-run`); `--result FILE`
 //! keeps the full result JSON.
+//!
+//! `--agent model` adds a model session where the rules stop, or repairs a
+//! CI failure (`--mode repair`); [`model`] owns its flags, the key and the
+//! working copy it runs in.
+
+mod model;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,7 +19,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use patchpilot_agent::run::{self, Options};
-use patchpilot_model::{ReleaseIndex, Severity, Task, TaskPolicy, TaskRegistry};
+use patchpilot_model::{ReleaseIndex, RunPurpose, Severity, Task, TaskPolicy, TaskRegistry};
 use patchpilot_planner::intake::{self, Format};
 
 use crate::config::CliConfig;
@@ -64,6 +70,8 @@ pub struct Args {
     /// Write the result JSON here.
     #[arg(long)]
     result: Option<PathBuf>,
+    #[command(flatten)]
+    model: model::ModelArgs,
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
@@ -82,6 +90,24 @@ fn parse_index(s: &str) -> Result<(String, String), String> {
 /// Runs the command. Exit status: 0 when a change was made or planned, 1
 /// when nothing could be fixed, 2 on bad input.
 pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
+    // The model flags and the key first: a missing key stops the command
+    // before anything is read, run or sent.
+    let model_run = match args.model.resolve(args.no_verify, config.controller.model.as_ref()) {
+        Ok(m) => m,
+        Err(usage) => {
+            eprintln!("patchpilot: {usage}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if model_run.is_none() {
+        let ignored = args.model.ignored_with_rules();
+        if !ignored.is_empty() {
+            eprintln!(
+                "patchpilot: {} apply to --agent model only; the rules make no model call",
+                ignored.join(", ")
+            );
+        }
+    }
     let bytes = std::fs::read(&args.assessment)
         .with_context(|| format!("cannot read {}", args.assessment.display()))?;
     let (_, assessments) = intake::parse(&bytes, args.format, None)
@@ -137,6 +163,8 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         },
         db: Some(db_dir.clone()),
         platform: args.platform.clone(),
+        purpose: model_run.as_ref().map(|m| m.mode).unwrap_or(RunPurpose::Remediate),
+        model: model_run.as_ref().map(|m| m.task_model.clone()),
         ..Task::new(args.dockerfile.clone(), assessment.findings.clone())
     };
     let options = Options {
@@ -148,8 +176,14 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         // Outside a sandbox the operator's own registry credentials apply.
         registry: Some(section.registry.clone()),
     };
-    let result = run::remediate(&args.workspace, &task, &options).await;
+    let result = match &model_run {
+        None => run::remediate(&args.workspace, &task, &options).await,
+        Some(m) => m.run(&args.workspace, &task, &options, args.dry_run).await?,
+    };
     print!("{}", result.render_text());
+    if let Some(m) = &model_run {
+        print!("{}", m.render(&result.agent));
+    }
     if let Some(path) = &args.result {
         let json = serde_json::to_vec_pretty(&result.report())?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;

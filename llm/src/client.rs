@@ -37,8 +37,9 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Where and how to reach a model.
-#[derive(Debug, Clone)]
+/// Where and how to reach a model. Its `Debug` shows whether there is a
+/// credential, never the credential.
+#[derive(Clone)]
 pub struct ClientConfig {
     /// The wire format.
     pub wire: ProviderWire,
@@ -54,6 +55,19 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// Retries.
     pub retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("wire", &self.wire)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("credential", &self.credential.as_ref().map(|_| "<withheld>"))
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .finish()
+    }
 }
 
 /// One model call as it happened, for the transcript.
@@ -230,4 +244,25 @@ pub(crate) fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let t: String = text.chars().take(200).collect();
     if t.is_empty() { "(empty body)".into() } else { t }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_prints_without_its_credential() {
+        let config = ClientConfig {
+            wire: ProviderWire::Anthropic,
+            base_url: "https://api.anthropic.com".into(),
+            model: "m".into(),
+            credential: Some("sk-ant-secret".into()),
+            timeout: Duration::from_secs(1),
+            retry: RetryPolicy::default(),
+        };
+        let client = ModelClient::new(config.clone()).expect("client");
+        for printed in [format!("{config:?}"), format!("{client:?}")] {
+            assert!(!printed.contains("sk-ant-secret") && printed.contains("<withheld>"), "{printed}");
+        }
+    }
 }

@@ -19,6 +19,18 @@ crate::named_enum! {
     }
 }
 
+impl ProviderWire {
+    /// The environment variable a developer's own key for this provider is
+    /// read from, outside a sandbox (`patchpilot remediate --agent model`).
+    /// Never a flag: a flag's value stays in shell history and shows in `ps`.
+    pub fn key_variable(self) -> &'static str {
+        match self {
+            ProviderWire::OpenAi => "OPENAI_API_KEY",
+            ProviderWire::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+}
+
 crate::named_enum! {
     /// What decided a run's change.
     #[derive(Default)]
@@ -70,6 +82,18 @@ pub struct TaskModel {
 }
 
 impl TaskModel {
+    /// The model `model` on `provider`, at the provider's base URL or the
+    /// run's `PP_MODEL_URL`, with the default output and session limits.
+    pub fn new(provider: ProviderWire, model: impl Into<String>) -> TaskModel {
+        TaskModel {
+            provider,
+            base_url: None,
+            model: model.into(),
+            max_output_tokens: default_output_tokens(),
+            limits: AgentLimits::default(),
+        }
+    }
+
     /// Checks the model's name, limits and endpoint. A base URL is plain
     /// `http(s)://host[:port][/path]`: user information, a query or a
     /// fragment is refused, since that is where a key would hide, and no

@@ -25,16 +25,17 @@ use patchpilot_e2e::{CliOutput, Registry, run_binary};
 use patchpilot_model::{RetroCategory, RetrospectiveReport};
 use serde_json::{Value, json};
 
-/// One test's registry, advisory DB, config and scratch folder.
-struct Fixture {
-    registry: Registry,
-    dir: tempfile::TempDir,
+/// One test's registry, advisory DB, config and scratch folder (also the
+/// model agent's tests, `remediate_model.rs`).
+pub(crate) struct Fixture {
+    pub(crate) registry: Registry,
+    pub(crate) dir: tempfile::TempDir,
     db: PathBuf,
     config: PathBuf,
 }
 
 impl Fixture {
-    async fn new(records: &[Value]) -> anyhow::Result<Fixture> {
+    pub(crate) async fn new(records: &[Value]) -> anyhow::Result<Fixture> {
         let registry = Registry::start().await?;
         let dir = tempfile::tempdir()?;
         let db = alpine::advisory_db(&dir.path().join("db"), records)?;
@@ -50,7 +51,7 @@ impl Fixture {
         Ok(Fixture { registry, dir, db, config })
     }
 
-    fn env(&self) -> Vec<(String, String)> {
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
         let mut env = vec![("PATCHPILOT_CONFIG".to_owned(), self.config.display().to_string())];
         if let Ok(host) = std::env::var("DOCKER_HOST") {
             env.push(("DOCKER_HOST".into(), host));
@@ -63,7 +64,7 @@ impl Fixture {
     }
 
     /// A checkout with `Dockerfile` and a Go source file.
-    fn workspace(&self, name: &str, dockerfile: &str) -> anyhow::Result<PathBuf> {
+    pub(crate) fn workspace(&self, name: &str, dockerfile: &str) -> anyhow::Result<PathBuf> {
         let ws = self.dir.path().join(name);
         std::fs::create_dir_all(&ws)?;
         std::fs::write(ws.join("Dockerfile"), dockerfile)?;
@@ -77,6 +78,17 @@ impl Fixture {
 
     /// `patchpilot remediate` of `ws` for `assessment`, with `extra` flags.
     async fn remediate(&self, ws: &Path, assessment: &Path, extra: &[&str]) -> anyhow::Result<CliOutput> {
+        self.remediate_with(ws, assessment, extra, &[]).await
+    }
+
+    /// The same, with `env` added to the fixture's environment.
+    pub(crate) async fn remediate_with(
+        &self,
+        ws: &Path,
+        assessment: &Path,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> anyhow::Result<CliOutput> {
         let mut args = vec![
             "remediate",
             "--workspace",
@@ -87,11 +99,13 @@ impl Fixture {
             path(&self.db),
         ];
         args.extend_from_slice(extra);
-        self.cli(&args).await
+        let mut all = self.env();
+        all.extend_from_slice(env);
+        run_binary("patchpilot", &args, &all).await
     }
 
     /// `patchpilot scan REF --format json` into a file.
-    async fn assess(&self, reference: &str) -> anyhow::Result<PathBuf> {
+    pub(crate) async fn assess(&self, reference: &str) -> anyhow::Result<PathBuf> {
         let out = self.dir.path().join(format!("assessment-{}.json", reference.replace(['/', ':'], "_")));
         let scan = self
             .cli(&["scan", reference, "--format", "json", "--db", path(&self.db), "-o", path(&out)])
@@ -101,13 +115,13 @@ impl Fixture {
     }
 
     /// The findings of `assessment` (a PatchPilot document with one image).
-    fn findings(assessment: &Path) -> anyhow::Result<Value> {
+    pub(crate) fn findings(assessment: &Path) -> anyhow::Result<Value> {
         let doc: Value = serde_json::from_slice(&std::fs::read(assessment)?)?;
         Ok(doc["assessments"][0]["findings"].clone())
     }
 }
 
-fn path(p: &Path) -> &str {
+pub(crate) fn path(p: &Path) -> &str {
     p.to_str().unwrap_or_default()
 }
 
@@ -124,7 +138,7 @@ fn docker(args: &[&str], dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Every file of a folder and its bytes (the context folder excluded).
-fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .map(|rd| rd.filter_map(Result::ok).collect::<Vec<_>>())
         .unwrap_or_default()
@@ -256,6 +270,16 @@ async fn headline_bumps_the_golang_base_and_drops_the_pins_it_makes_obsolete() -
     assert_eq!(result["outcome"], "fixed", "{}", result["summary"]);
     assert_eq!(result["agent"]["driver"], "rules");
     assert_eq!(result["agent"]["model_calls"], 0);
+    assert_eq!(double.calls(), 0, "a run the rules fully fix calls no model");
+    assert_eq!(std::fs::read_to_string(ws.join("Dockerfile"))?, expected);
+
+    // And through the CLI's model path: the rules' change, made in the
+    // session's copy, comes back to the checkout; still no model call.
+    std::fs::write(ws.join("Dockerfile"), &original)?;
+    let flags = ["--agent", "model", "--base-url", &double.base_url(), "--model", "double"];
+    let cli = fx.remediate_with(&ws, &assessment, &flags, &[("OPENAI_API_KEY".into(), String::new())]).await?;
+    assert_eq!(cli.code, Some(0), "{}\n{}", cli.stdout, cli.stderr);
+    assert!(cli.stdout.contains("agent: rules — no model session, and no model call"), "{}", cli.stdout);
     assert_eq!(double.calls(), 0, "a run the rules fully fix calls no model");
     assert_eq!(std::fs::read_to_string(ws.join("Dockerfile"))?, expected);
     Ok(())

@@ -15,6 +15,7 @@ mod grouping;
 mod intake;
 mod mapping;
 mod policy;
+mod remediate_model;
 mod runs;
 mod sandbox;
 mod sandbox_worker;
