@@ -107,8 +107,9 @@ impl TaskModel {
             return Err(crate::ValidationError::new("model.max_output_tokens", "must be above 0"));
         }
         if let Some(url) = &self.base_url {
-            let invalid =
-                |reason: &str| crate::ValidationError::new("model.base_url", format!("{url:?} {reason}"));
+            // The URL itself is never repeated: the refusals below are for
+            // URLs that may carry a key, and errors end up in logs.
+            let invalid = |reason: &str| crate::ValidationError::new("model.base_url", reason);
             let rest = url
                 .strip_prefix("http://")
                 .or_else(|| url.strip_prefix("https://"))
@@ -294,6 +295,7 @@ mod tests {
         ] {
             let err = model(Some(url)).validate().expect_err(url).to_string();
             assert!(err.contains("model.base_url") && err.contains(says), "{url}: {err}");
+            assert!(!err.contains("sk-123"), "the error repeats no credential: {err}");
         }
     }
 }
