@@ -253,7 +253,17 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
         limits.vcpus,
         limits.memory_mib
     );
-    let report = sandbox.execute(request, &mut Printer).await?;
+    let mut interrupts = Interrupts::new()?;
+    let mut printer = Printer;
+    let report = tokio::select! {
+        report = sandbox.execute(request, &mut printer) => report?,
+        signal = interrupts.next() => {
+            // `execute` is dropped here: its cleanup kills the VM's
+            // processes and removes the run folder before we exit.
+            eprintln!("sandbox: {signal}: the VM was stopped and its run folder removed");
+            return Ok(ExitCode::from(128 + signal.number()));
+        }
+    };
     eprintln!(
         "sandbox: {:?}: {} (VM start {} ms after request, agent answered {} ms after VM start at guest uptime {} ms, total {:.1} s)",
         report.outcome,
@@ -288,4 +298,61 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
         RunOutcome::TimedOut => ExitCode::from(124),
         RunOutcome::LimitExceeded | RunOutcome::InfraError => ExitCode::from(125),
     })
+}
+
+/// The signals that end `sandbox run` early: Ctrl-C, `kill`, a closed
+/// terminal. Without handling them the process would die with its VM still
+/// running (the VMM processes lead their own process groups, so the
+/// terminal's signal never reaches them).
+struct Interrupts {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+/// Which of [`Interrupts`] arrived.
+#[derive(Debug, Clone, Copy)]
+enum Interrupt {
+    Int,
+    Term,
+    Hup,
+}
+
+impl Interrupt {
+    fn number(self) -> u8 {
+        match self {
+            Interrupt::Hup => 1,
+            Interrupt::Int => 2,
+            Interrupt::Term => 15,
+        }
+    }
+}
+
+impl std::fmt::Display for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Interrupt::Int => "SIGINT",
+            Interrupt::Term => "SIGTERM",
+            Interrupt::Hup => "SIGHUP",
+        })
+    }
+}
+
+impl Interrupts {
+    fn new() -> anyhow::Result<Interrupts> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Interrupts {
+            interrupt: signal(SignalKind::interrupt()).context("handling SIGINT")?,
+            terminate: signal(SignalKind::terminate()).context("handling SIGTERM")?,
+            hangup: signal(SignalKind::hangup()).context("handling SIGHUP")?,
+        })
+    }
+
+    async fn next(&mut self) -> Interrupt {
+        tokio::select! {
+            _ = self.interrupt.recv() => Interrupt::Int,
+            _ = self.terminate.recv() => Interrupt::Term,
+            _ = self.hangup.recv() => Interrupt::Hup,
+        }
+    }
 }

@@ -667,9 +667,30 @@ impl RunCleanup {
         if let Some(handle) = self.forwarder.take() {
             handle.shutdown().await;
         }
-        if let Err(e) = std::fs::remove_dir_all(&self.run_dir) {
-            tracing::warn!(dir = %self.run_dir.display(), error = %e, "could not remove the run folder");
+        self.remove_run_dir();
+    }
+
+    fn remove_run_dir(&self) {
+        match std::fs::remove_dir_all(&self.run_dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(dir = %self.run_dir.display(), error = %e, "could not remove the run folder")
+            }
         }
+    }
+}
+
+/// A run whose `execute` future is dropped (the CLI interrupted, a worker
+/// shutting down) never reaches `finish`: the VM's processes are killed as
+/// their handles drop (`kill_on_drop`), first, and the run folder goes
+/// after them, so nothing of the run outlives its caller.
+impl Drop for RunCleanup {
+    fn drop(&mut self) {
+        // After `finish` there is nothing left, and the folder is gone.
+        drop(self.vm.take());
+        drop(self.forwarder.take());
+        self.remove_run_dir();
     }
 }
 

@@ -277,7 +277,8 @@ async fn headline_bumps_the_golang_base_and_drops_the_pins_it_makes_obsolete() -
     // session's copy, comes back to the checkout; still no model call.
     std::fs::write(ws.join("Dockerfile"), &original)?;
     let flags = ["--agent", "model", "--base-url", &double.base_url(), "--model", "double"];
-    let cli = fx.remediate_with(&ws, &assessment, &flags, &[("OPENAI_API_KEY".into(), String::new())]).await?;
+    let cli =
+        fx.remediate_with(&ws, &assessment, &flags, &[("OPENAI_API_KEY".into(), String::new())]).await?;
     assert_eq!(cli.code, Some(0), "{}\n{}", cli.stdout, cli.stderr);
     assert!(cli.stdout.contains("agent: rules — no model session, and no model call"), "{}", cli.stdout);
     assert_eq!(double.calls(), 0, "a run the rules fully fix calls no model");

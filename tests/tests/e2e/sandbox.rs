@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -347,4 +347,78 @@ exit 3"#
     assert_eq!(out.code, Some(3), "stderr:\n{}", out.stderr);
     assert!(out.stdout.contains("--- egress decisions"));
     Ok(())
+}
+
+/// Ctrl-C, `kill` or a closed terminal on `patchpilot sandbox run` stops its
+/// VM and removes its run folder: nothing of the run outlives the command.
+#[tokio::test]
+async fn sandbox_run_interrupted_leaves_no_vm_and_no_run_folder() -> anyhow::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    if let Some(reason) = patchpilot_e2e::sandbox::unavailable() {
+        eprintln!("SKIPPED sandbox interrupted: {reason}");
+        return Ok(());
+    }
+    let cli_runs = patchpilot_e2e::sandbox::config()?.state_dir.join("cli-runs");
+    let ws = tempfile::tempdir()?;
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        let before = entries(&cli_runs);
+        let mut child = tokio::process::Command::new(patchpilot_e2e::binary("patchpilot")?)
+            .args([
+                "sandbox",
+                "run",
+                "--workspace",
+                &ws.path().display().to_string(),
+                "--timeout",
+                "300",
+                "--",
+            ])
+            .args(["sh", "-c", "echo up-in-the-vm; sleep 280"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        // The command runs in the VM once its output streams back.
+        let up = tokio::time::timeout(Duration::from_secs(180), async {
+            while let Some(line) = lines.next_line().await? {
+                if line.contains("up-in-the-vm") {
+                    return anyhow::Ok(true);
+                }
+            }
+            Ok(false)
+        })
+        .await??;
+        anyhow::ensure!(up, "the command never started in the VM");
+        let run_dirs: Vec<PathBuf> = entries(&cli_runs).difference(&before).cloned().collect();
+        assert_eq!(run_dirs.len(), 1, "one run folder while it runs: {run_dirs:?}");
+        let run_dir = run_dirs[0].clone();
+        assert!(!processes_mentioning(&run_dir).is_empty(), "the VM's processes name their run folder");
+
+        // One pid, never a negative process group (see the agent's `run`).
+        let pid = child.id().ok_or_else(|| anyhow::anyhow!("no pid"))?.to_string();
+        let sent = Command::new("kill").args(["-s", signal, &pid]).status()?;
+        anyhow::ensure!(sent.success(), "kill -s {signal} {pid}: {sent}");
+        let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await??;
+        let mut stderr = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            tokio::io::AsyncReadExt::read_to_string(&mut e, &mut stderr).await?;
+        }
+        assert_eq!(status.code(), Some(code), "SIG{signal}: {stderr}");
+        assert!(stderr.contains("the VM was stopped and its run folder removed"), "{stderr}");
+        // SIGKILL is delivered by the time the CLI exits; the kernel may
+        // still be tearing the processes down, so poll.
+        patchpilot_e2e::wait_for("the VM's processes to be gone", Duration::from_secs(20), || {
+            let left = processes_mentioning(&run_dir);
+            async move { Ok(left.is_empty().then_some(())) }
+        })
+        .await?;
+        assert!(!run_dir.exists(), "SIG{signal}: {} is left behind", run_dir.display());
+    }
+    Ok(())
+}
+
+/// The folders in `dir` (none when it does not exist).
+fn entries(dir: &Path) -> std::collections::BTreeSet<PathBuf> {
+    std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default()
 }
