@@ -219,10 +219,23 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
 
     // Not `<state_dir>/runs`: that folder is the worker's, and its
     // start-up sweep would kill this VM.
-    let sandbox = prepare(config).await?.with_runs_dir(config.sandbox.state_dir.join("cli-runs"));
+    let cli_runs = config.sandbox.state_dir.join("cli-runs");
+    let sandbox = prepare(config).await?.with_runs_dir(cli_runs.clone());
     let memory = Arc::new(MemoryRecorder::default());
     let recorder: Arc<dyn Recorder> = Arc::new(Fanout(vec![memory.clone() as Arc<dyn Recorder>]));
-    let run_id = format!("cli-{}", uuid::Uuid::new_v4().simple());
+    // Earlier invocations killed with SIGKILL could not stop their VMs.
+    let swept = patchpilot_sandbox::sweep::sweep_cli_runs(&cli_runs)
+        .with_context(|| format!("sweeping {}", cli_runs.display()))?;
+    for dir in &swept.removed {
+        eprintln!("sandbox: removed {}, left by a sandbox run whose process is gone", dir.display());
+    }
+    for process in &swept.killed {
+        eprintln!("sandbox: stopped its process {} ({})", process.pid, process.cmdline);
+    }
+    // Short: the run folder's socket paths must fit a Unix socket address
+    // (108 bytes), and the owner's prefix already tells runs apart.
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    let run_id = format!("{}{}", patchpilot_sandbox::sweep::cli_run_prefix(std::process::id()), &unique[..12]);
     let forwarder = ForwarderConfig {
         run_id: run_id.clone(),
         policy,

@@ -14,6 +14,11 @@
 //! holds (that would kill its VMs), never kill a process whose command line
 //! does not name this state folder's `runs/`, and never touch anything
 //! outside the state folder.
+//!
+//! `patchpilot sandbox run` keeps its VMs in `<state_dir>/cli-runs/`, out of
+//! the worker's sweep, in folders named after their owner
+//! ([`cli_run_prefix`]); [`sweep_cli_runs`] removes those whose owner is
+//! gone, and never one whose owner still runs.
 
 use patchpilot_model::{IoError, io};
 use std::fs::File;
@@ -150,34 +155,7 @@ fn sweep_with_proc(proc_root: &Path, state_dir: &Path) -> Result<SweepReport, Er
     let own = std::process::id();
     let leftovers: Vec<Leftover> =
         find_leftovers(proc_root, &needles).into_iter().filter(|l| l.pid != own).collect();
-    for leftover in &leftovers {
-        tracing::warn!(pid = leftover.pid, cmdline = %leftover.cmdline, "killing a leftover of a crashed worker");
-        match kill(Pid::from_raw(leftover.pid as i32), Signal::SIGKILL) {
-            // Gone already: nothing to do.
-            Ok(()) | Err(Errno::ESRCH) => {}
-            Err(e) => {
-                return Err(Error::Io(patchpilot_model::IoError::new(
-                    format!("killing leftover process {} ({})", leftover.pid, leftover.cmdline),
-                    e.into(),
-                )));
-            }
-        }
-    }
-    // The processes are not our children (the crashed worker's orphans were
-    // re-parented), so wait for them by watching /proc rather than waitpid.
-    let deadline = Instant::now() + KILL_WAIT;
-    for leftover in &leftovers {
-        while is_alive(proc_root, leftover.pid) {
-            if Instant::now() >= deadline {
-                return Err(Error::Unkillable {
-                    pid: leftover.pid,
-                    cmdline: shorten(&leftover.cmdline),
-                    secs: KILL_WAIT.as_secs(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    kill_and_wait(proc_root, &leftovers, "killing a leftover of a crashed worker")?;
     report.killed = leftovers;
     for folder in ["runs", "work"] {
         let dir = state_dir.join(folder);
@@ -196,6 +174,99 @@ fn sweep_with_proc(proc_root: &Path, state_dir: &Path) -> Result<SweepReport, Er
         }
     }
     Ok(report)
+}
+
+/// SIGKILLs `leftovers` and waits, by watching `proc_root`, until each is
+/// gone (they are not our children: a crashed owner's orphans were
+/// re-parented, so waitpid cannot see them).
+fn kill_and_wait(proc_root: &Path, leftovers: &[Leftover], why: &str) -> Result<(), Error> {
+    for leftover in leftovers {
+        tracing::warn!(pid = leftover.pid, cmdline = %leftover.cmdline, "{why}");
+        match kill(Pid::from_raw(leftover.pid as i32), Signal::SIGKILL) {
+            // Gone already: nothing to do.
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => {
+                return Err(Error::Io(patchpilot_model::IoError::new(
+                    format!("killing leftover process {} ({})", leftover.pid, leftover.cmdline),
+                    e.into(),
+                )));
+            }
+        }
+    }
+    let deadline = Instant::now() + KILL_WAIT;
+    for leftover in leftovers {
+        while is_alive(proc_root, leftover.pid) {
+            if Instant::now() >= deadline {
+                return Err(Error::Unkillable {
+                    pid: leftover.pid,
+                    cmdline: shorten(&leftover.cmdline),
+                    secs: KILL_WAIT.as_secs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(())
+}
+
+/// The prefix of a `patchpilot sandbox run` run id that names its owner:
+/// `cli-<pid>-<start time>-`, the start time (clock ticks after boot, from
+/// `/proc/<pid>/stat`) telling the owner from a later process that reuses
+/// its pid.
+pub fn cli_run_prefix(owner: u32) -> String {
+    format!("cli-{owner}-{}-", start_time(Path::new("/proc"), owner).unwrap_or(0))
+}
+
+/// Kills the VMs and removes the folders of `sandbox run` invocations in
+/// `cli_runs` whose owner is gone (killed with SIGKILL, so it could not
+/// clean up). Runs of live owners are left alone, and so are folders whose
+/// name says no owner (they are named in a warning).
+pub fn sweep_cli_runs(cli_runs: &Path) -> Result<SweepReport, Error> {
+    sweep_cli_runs_with_proc(Path::new("/proc"), cli_runs)
+}
+
+fn sweep_cli_runs_with_proc(proc_root: &Path, cli_runs: &Path) -> Result<SweepReport, Error> {
+    let mut report = SweepReport::default();
+    let entries = match std::fs::read_dir(cli_runs) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(io(format!("reading {}", cli_runs.display()))(e).into()),
+    };
+    let own = std::process::id();
+    for entry in entries {
+        let entry = entry.map_err(io(format!("reading {}", cli_runs.display())))?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let mut parts = name.strip_prefix("cli-").unwrap_or_default().splitn(3, '-');
+        let owner = (
+            parts.next().and_then(|p| p.parse::<u32>().ok()),
+            parts.next().and_then(|t| t.parse::<u64>().ok()),
+        );
+        let (Some(pid), Some(started)) = owner else {
+            tracing::warn!(dir = %path.display(), "a sandbox run folder that names no owner; left alone");
+            continue;
+        };
+        if is_alive(proc_root, pid) && start_time(proc_root, pid) == Some(started) {
+            continue;
+        }
+        let mut needle = path.clone().into_os_string().into_encoded_bytes();
+        needle.push(b'/');
+        let leftovers: Vec<Leftover> =
+            find_leftovers(proc_root, &[needle]).into_iter().filter(|l| l.pid != own).collect();
+        kill_and_wait(proc_root, &leftovers, "killing a VM process of a sandbox run whose owner is gone")?;
+        report.killed.extend(leftovers);
+        std::fs::remove_dir_all(&path).map_err(io(format!("removing {}", path.display())))?;
+        report.removed.push(path);
+    }
+    Ok(report)
+}
+
+/// Field 22 of `/proc/<pid>/stat`: when the process started.
+fn start_time(proc_root: &Path, pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+    // Fields after the parenthesised name, which may itself hold ") ".
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Live processes (zombies excluded) whose command line names `path`

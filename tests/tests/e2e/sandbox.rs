@@ -351,50 +351,18 @@ exit 3"#
 
 /// Ctrl-C, `kill` or a closed terminal on `patchpilot sandbox run` stops its
 /// VM and removes its run folder: nothing of the run outlives the command.
+/// An invocation killed with SIGKILL cannot clean up; the next one stops
+/// the VM it left and removes its folder.
 #[tokio::test]
 async fn sandbox_run_interrupted_leaves_no_vm_and_no_run_folder() -> anyhow::Result<()> {
-    use tokio::io::AsyncBufReadExt;
     if let Some(reason) = patchpilot_e2e::sandbox::unavailable() {
         eprintln!("SKIPPED sandbox interrupted: {reason}");
         return Ok(());
     }
     let cli_runs = patchpilot_e2e::sandbox::config()?.state_dir.join("cli-runs");
     let ws = tempfile::tempdir()?;
-    for (signal, code) in [("INT", 130), ("TERM", 143)] {
-        let before = entries(&cli_runs);
-        let mut child = tokio::process::Command::new(patchpilot_e2e::binary("patchpilot")?)
-            .args([
-                "sandbox",
-                "run",
-                "--workspace",
-                &ws.path().display().to_string(),
-                "--timeout",
-                "300",
-                "--",
-            ])
-            .args(["sh", "-c", "echo up-in-the-vm; sleep 280"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        // The command runs in the VM once its output streams back.
-        let up = tokio::time::timeout(Duration::from_secs(180), async {
-            while let Some(line) = lines.next_line().await? {
-                if line.contains("up-in-the-vm") {
-                    return anyhow::Ok(true);
-                }
-            }
-            Ok(false)
-        })
-        .await??;
-        anyhow::ensure!(up, "the command never started in the VM");
-        let run_dirs: Vec<PathBuf> = entries(&cli_runs).difference(&before).cloned().collect();
-        assert_eq!(run_dirs.len(), 1, "one run folder while it runs: {run_dirs:?}");
-        let run_dir = run_dirs[0].clone();
-        assert!(!processes_mentioning(&run_dir).is_empty(), "the VM's processes name their run folder");
-
+    for (signal, code) in [("INT", 130), ("TERM", 143), ("KILL", -1)] {
+        let (mut child, run_dir) = start_held_run(&cli_runs, ws.path()).await?;
         // One pid, never a negative process group (see the agent's `run`).
         let pid = child.id().ok_or_else(|| anyhow::anyhow!("no pid"))?.to_string();
         let sent = Command::new("kill").args(["-s", signal, &pid]).status()?;
@@ -404,10 +372,30 @@ async fn sandbox_run_interrupted_leaves_no_vm_and_no_run_folder() -> anyhow::Res
         if let Some(mut e) = child.stderr.take() {
             tokio::io::AsyncReadExt::read_to_string(&mut e, &mut stderr).await?;
         }
-        assert_eq!(status.code(), Some(code), "SIG{signal}: {stderr}");
-        assert!(stderr.contains("the VM was stopped and its run folder removed"), "{stderr}");
-        // SIGKILL is delivered by the time the CLI exits; the kernel may
-        // still be tearing the processes down, so poll.
+        if code < 0 {
+            // SIGKILL: nothing ran in the CLI, and its VM runs on...
+            assert_eq!(status.code(), None, "{stderr}");
+            assert!(!processes_mentioning(&run_dir).is_empty(), "the VM outlives a SIGKILLed CLI");
+            // ...until the next invocation sweeps it.
+            let ws_arg = ws.path().display().to_string();
+            let next = run_binary(
+                "patchpilot",
+                &["sandbox", "run", "--workspace", &ws_arg, "--timeout", "120", "--", "true"],
+                &[],
+            )
+            .await?;
+            assert_eq!(next.code, Some(0), "{}", next.stderr);
+            assert!(
+                next.stderr.contains(&format!("removed {}", run_dir.display())),
+                "the next run names what it swept: {}",
+                next.stderr
+            );
+        } else {
+            assert_eq!(status.code(), Some(code), "SIG{signal}: {stderr}");
+            assert!(stderr.contains("the VM was stopped and its run folder removed"), "{stderr}");
+        }
+        // The kill is sent by the time the CLI exits; the kernel may still
+        // be tearing the processes down, so poll.
         patchpilot_e2e::wait_for("the VM's processes to be gone", Duration::from_secs(20), || {
             let left = processes_mentioning(&run_dir);
             async move { Ok(left.is_empty().then_some(())) }
@@ -416,6 +404,40 @@ async fn sandbox_run_interrupted_leaves_no_vm_and_no_run_folder() -> anyhow::Res
         assert!(!run_dir.exists(), "SIG{signal}: {} is left behind", run_dir.display());
     }
     Ok(())
+}
+
+/// Starts `patchpilot sandbox run` with a command that waits, and returns
+/// once the command runs in the VM, with the run's folder.
+async fn start_held_run(cli_runs: &Path, ws: &Path) -> anyhow::Result<(tokio::process::Child, PathBuf)> {
+    use tokio::io::AsyncBufReadExt;
+    let before = entries(cli_runs);
+    let mut child = tokio::process::Command::new(patchpilot_e2e::binary("patchpilot")?)
+        .args(["sandbox", "run", "--workspace", &ws.display().to_string(), "--timeout", "300", "--"])
+        .args(["sh", "-c", "echo up-in-the-vm; sleep 280"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    // The command runs in the VM once its output streams back.
+    let up = tokio::time::timeout(Duration::from_secs(180), async {
+        while let Some(line) = lines.next_line().await? {
+            if line.contains("up-in-the-vm") {
+                return anyhow::Ok(true);
+            }
+        }
+        Ok(false)
+    })
+    .await??;
+    anyhow::ensure!(up, "the command never started in the VM");
+    // Keep reading, so a full pipe never blocks the CLI.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let run_dirs: Vec<PathBuf> = entries(cli_runs).difference(&before).cloned().collect();
+    anyhow::ensure!(run_dirs.len() == 1, "one run folder while it runs: {run_dirs:?}");
+    let run_dir = run_dirs[0].clone();
+    anyhow::ensure!(!processes_mentioning(&run_dir).is_empty(), "the VM's processes name their run folder");
+    Ok((child, run_dir))
 }
 
 /// The folders in `dir` (none when it does not exist).
