@@ -235,7 +235,8 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
     // Short: the run folder's socket paths must fit a Unix socket address
     // (108 bytes), and the owner's prefix already tells runs apart.
     let unique = uuid::Uuid::new_v4().simple().to_string();
-    let run_id = format!("{}{}", patchpilot_sandbox::sweep::cli_run_prefix(std::process::id()), &unique[..12]);
+    let run_id =
+        format!("{}{}", patchpilot_sandbox::sweep::cli_run_prefix(std::process::id()), &unique[..12]);
     let forwarder = ForwarderConfig {
         run_id: run_id.clone(),
         policy,

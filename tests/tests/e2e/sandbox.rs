@@ -406,6 +406,34 @@ async fn sandbox_run_interrupted_leaves_no_vm_and_no_run_folder() -> anyhow::Res
     Ok(())
 }
 
+/// A guest kernel that reports a soft lockup ends the run at once as an
+/// infrastructure failure, with the console line in its reason, instead of
+/// holding it for its wall time. The message goes through `/dev/kmsg`, the
+/// way the kernel's own watchdog prints it.
+#[tokio::test]
+async fn sandbox_run_ends_at_once_when_the_guest_kernel_reports_a_lockup() -> anyhow::Result<()> {
+    if let Some(reason) = patchpilot_e2e::sandbox::unavailable() {
+        eprintln!("SKIPPED sandbox lockup: {reason}");
+        return Ok(());
+    }
+    let ws = tempfile::tempdir()?;
+    let ws_arg = ws.path().display().to_string();
+    let lockup =
+        "echo '<0>watchdog: BUG: soft lockup - CPU#0 stuck for 336s! [exe:324]' > /dev/kmsg; sleep 250";
+    let out = run_binary(
+        "patchpilot",
+        &["sandbox", "run", "--workspace", &ws_arg, "--timeout", "280", "--", "sh", "-c", lockup],
+        &[],
+    )
+    .await?;
+    // 125: an infrastructure failure; a run held to its wall time is 124.
+    assert_eq!(out.code, Some(125), "stderr:\n{}", out.stderr);
+    assert!(out.stderr.contains("InfraError"), "{}", out.stderr);
+    assert!(out.stderr.contains("the guest kernel reported a fault"), "{}", out.stderr);
+    assert!(out.stderr.contains("soft lockup - CPU#0 stuck for 336s"), "{}", out.stderr);
+    Ok(())
+}
+
 /// Starts `patchpilot sandbox run` with a command that waits, and returns
 /// once the command runs in the VM, with the run's folder.
 async fn start_held_run(cli_runs: &Path, ws: &Path) -> anyhow::Result<(tokio::process::Child, PathBuf)> {
