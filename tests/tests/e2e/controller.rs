@@ -546,26 +546,14 @@ async fn controller_with_the_built_in_agent_in_the_vm_opens_a_verified_pr() -> a
     if skip_reason("controller_with_the_built_in_agent_in_the_vm_opens_a_verified_pr").is_some() {
         return Ok(());
     }
-    // Bases in a registry on the host's loopback, which sandboxes reach as
-    // registry.test (a host alias their egress resolves; inside a VM,
-    // 127.0.0.1 is the VM).
-    let registry = patchpilot_e2e::Registry::start().await?;
-    let available = [("libcrypto3", "3.1.4-r5"), ("libssl3", "3.1.4-r5")];
-    push_base(&registry, "library/golang", "1.22.1-alpine3.19", &openssl("3.1.4-r5"), &available).await?;
-    push_base(&registry, "library/golang", "1.22.2-alpine3.19", &openssl("3.1.4-r6"), &available).await?;
-    let port = registry.addr.rsplit(':').next().unwrap_or_default().to_owned();
-    let sreg = format!("registry.test:{port}");
+    let (_registry, sreg) = golang_bases("1.22.1-alpine3.19", "1.22.2-alpine3.19").await?;
     let dockerfile = format!(
         "FROM {sreg}/library/golang:1.22.1-alpine3.19\n\
          RUN apk add --no-cache libcrypto3=3.1.4-r5 libssl3=3.1.4-r5\n\
          CMD [\"/bin/sh\"]\n"
     );
     let seeds = vec![("api".to_owned(), vec![("Dockerfile", dockerfile)])];
-    let worker = patchpilot_e2e::sandbox::WORKER_TOML
-        .replace("memory_mib = 768", "memory_mib = 2048")
-        .replace("wall_time_secs = 240", "wall_time_secs = 600")
-        .replacen("[sandbox]\n", &format!("[sandbox]\ninsecure_registries = [\"{sreg}\"]\n"), 1)
-        + "[sandbox.host_aliases]\n\"registry.test\" = [\"127.0.0.1\"]\n";
+    let worker = docker_worker(&sreg, &["registry.test"]);
     let scratch = tempfile::tempdir()?;
     let db = advisory_db(&scratch.path().join("db"), &[cve_2024_2511()])?;
     let controller = format!(
@@ -636,12 +624,7 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
     if skip_reason("the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs").is_some() {
         return Ok(());
     }
-    let registry = patchpilot_e2e::Registry::start().await?;
-    let available = [("libcrypto3", "3.1.4-r5"), ("libssl3", "3.1.4-r5")];
-    push_base(&registry, "library/golang", "1.22.12-alpine3.19", &openssl("3.1.4-r5"), &available).await?;
-    push_base(&registry, "library/golang", "1.23.4-alpine3.19", &openssl("3.1.4-r6"), &available).await?;
-    let port = registry.addr.rsplit(':').next().unwrap_or_default().to_owned();
-    let sreg = format!("registry.test:{port}");
+    let (_registry, sreg) = golang_bases("1.22.12-alpine3.19", "1.23.4-alpine3.19").await?;
     let double = patchpilot_provider_double::ProviderDouble::start_keyless(chain_model).await?;
     let model_port = double.addr().port();
 
@@ -658,11 +641,7 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
             ("main.go", CHAIN_MAIN_GO.to_owned()),
         ],
     )];
-    let worker = patchpilot_e2e::sandbox::WORKER_TOML
-        .replace("memory_mib = 768", "memory_mib = 2048")
-        .replace("wall_time_secs = 240", "wall_time_secs = 600")
-        .replacen("[sandbox]\n", &format!("[sandbox]\ninsecure_registries = [\"{sreg}\"]\n"), 1)
-        + "[sandbox.host_aliases]\n\"registry.test\" = [\"127.0.0.1\"]\n\"model.test\" = [\"127.0.0.1\"]\n";
+    let worker = docker_worker(&sreg, &["registry.test", "model.test"]);
     let scratch = tempfile::tempdir()?;
     let db = advisory_db(&scratch.path().join("db"), &[cve_2024_2511()])?;
     let controller = format!(
@@ -823,4 +802,32 @@ fn chain_model(conversation: &Conversation, _call: usize) -> Turn {
         };
     }
     Turn::text("I cannot tell what failed.")
+}
+
+/// A registry on the host's loopback holding a Go base image at `vulnerable`
+/// (OpenSSL 3.1.4-r5) and at `fixed` (3.1.4-r6), and its address as
+/// sandboxes reach it: `registry.test:PORT`, a host alias their egress
+/// resolves (inside a VM, 127.0.0.1 is the VM).
+async fn golang_bases(vulnerable: &str, fixed: &str) -> anyhow::Result<(patchpilot_e2e::Registry, String)> {
+    let registry = patchpilot_e2e::Registry::start().await?;
+    let available = [("libcrypto3", "3.1.4-r5"), ("libssl3", "3.1.4-r5")];
+    push_base(&registry, "library/golang", vulnerable, &openssl("3.1.4-r5"), &available).await?;
+    push_base(&registry, "library/golang", fixed, &openssl("3.1.4-r6"), &available).await?;
+    let port = registry.addr.rsplit(':').next().unwrap_or_default().to_owned();
+    Ok((registry, format!("registry.test:{port}")))
+}
+
+/// The worker's config for runs that build with Docker: room for dockerd,
+/// the registry `sreg` spoken to over plain HTTP, and `aliases` resolving
+/// to the host's loopback.
+fn docker_worker(sreg: &str, aliases: &[&str]) -> String {
+    let mut toml = patchpilot_e2e::sandbox::WORKER_TOML
+        .replace("memory_mib = 768", "memory_mib = 2048")
+        .replace("wall_time_secs = 240", "wall_time_secs = 600")
+        .replacen("[sandbox]\n", &format!("[sandbox]\ninsecure_registries = [\"{sreg}\"]\n"), 1);
+    toml.push_str("[sandbox.host_aliases]\n");
+    for alias in aliases {
+        toml.push_str(&format!("\"{alias}\" = [\"127.0.0.1\"]\n"));
+    }
+    toml
 }
