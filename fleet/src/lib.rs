@@ -14,6 +14,8 @@
 //!   errors, and the sections every service shares.
 //! - [`bus`]: streams, publishing with `Nats-Msg-Id` dedup and W3C trace
 //!   headers, the durable consumer loop, dead letters and their replay.
+//! - [`mtls`]: mutual TLS between the trusted zones (terminator, broker,
+//!   gateway) and the local PKI `patchpilot broker init` writes.
 //! - [`store`]: the Postgres pool and embedded migrations.
 //! - [`telemetry`]: `tracing` + OpenTelemetry setup and the Prometheus
 //!   endpoint.
@@ -24,6 +26,7 @@
 pub mod artifacts;
 pub mod bus;
 pub mod config;
+pub mod mtls;
 pub mod service;
 pub mod shutdown;
 pub mod store;

@@ -14,6 +14,8 @@
 //!
 //! - [`agent`]: how the reasoning agent reaches a model, its limits, and
 //!   what its report says about the session.
+//! - [`broker`]: connections, the per-run grant, the broker's fixed errors
+//!   and the broker ↔ gateway exchange.
 //! - [`assessment`]: findings, packages, images and assessments.
 //! - [`scan`]: scan requests.
 //! - [`remediation`]: the planner's remediation jobs.
@@ -28,6 +30,7 @@
 
 pub mod agent;
 pub mod assessment;
+pub mod broker;
 pub mod context;
 mod error;
 pub mod event;
