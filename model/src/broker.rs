@@ -182,6 +182,44 @@ impl BrokerRefusal {
     }
 }
 
+/// A sandbox worker's request to the broker when a run starts:
+/// `POST /admin/v1/capabilities`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MintRequest {
+    /// The run.
+    pub run_id: String,
+    /// The worker (its start-up sweep revokes what it minted).
+    pub worker: String,
+    /// The connections the run may use; the broker freezes each one's
+    /// methods and routes from its own config.
+    pub connections: Vec<ConnectionName>,
+}
+
+/// The broker's answer: the capability, once, and the grant it froze.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MintResponse {
+    /// The token the run presents; stored only as its digest.
+    pub capability: String,
+    /// What the run may do.
+    pub grant: Grant,
+}
+
+impl fmt::Debug for MintResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MintResponse").field("capability", &"<withheld>").field("grant", &self.grant).finish()
+    }
+}
+
+/// A sweep request: `POST /admin/v1/sweep`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepRequest {
+    /// The worker whose live capabilities are revoked.
+    pub worker: String,
+}
+
 /// The broker's request to the gateway: `POST /v1/access-token`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -23,6 +23,7 @@
 //! - [`retrospective`]: every run's account of itself.
 //! - [`task`]: what the agent is asked to do (`.patchpilot/task.json`).
 //! - [`report`]: what the agent says it did (`.patchpilot/result.json`).
+//! - [`credential`]: long-lived credentials recognised by their shape.
 //! - [`context`]: the file names of the `.patchpilot/` folder.
 //! - [`event`]: fleet events.
 //! - [`wire`]: the [`Wire`] trait every bus message implements.
@@ -32,6 +33,7 @@ pub mod agent;
 pub mod assessment;
 pub mod broker;
 pub mod context;
+pub mod credential;
 mod error;
 pub mod event;
 pub mod names;

@@ -179,63 +179,13 @@ fn check_env(key: &str, value: &str) -> Result<(), JobError> {
             "names a long-lived credential; runs get per-run capabilities (PP_CAP_*) and endpoints (PP_*_URL) only",
         ));
     }
-    if let Some(what) = credential_in(value) {
+    if let Some(what) = patchpilot_model::credential::credential_in(value) {
         return Err(JobError::new(
             field,
             format!("the value looks like {what}; runs get per-run capabilities, never credentials"),
         ));
     }
     Ok(())
-}
-
-/// What kind of long-lived credential `value` contains, if any.
-fn credential_in(value: &str) -> Option<&'static str> {
-    // Prefix, description, and how many token characters must follow for a
-    // match (so a path mentioning "ghp_" alone is not refused).
-    const PREFIXES: &[(&str, &str, usize)] = &[
-        ("ghp_", "a GitHub personal access token", 20),
-        ("gho_", "a GitHub OAuth token", 20),
-        ("ghu_", "a GitHub user token", 20),
-        ("ghs_", "a GitHub App installation token", 20),
-        ("ghr_", "a GitHub refresh token", 20),
-        ("github_pat_", "a GitHub fine-grained token", 20),
-        ("glpat-", "a GitLab token", 20),
-        ("xoxb-", "a Slack bot token", 10),
-        ("xoxp-", "a Slack user token", 10),
-        ("sk-ant-", "an Anthropic API key", 20),
-    ];
-    let token_char = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-';
-    let bytes = value.as_bytes();
-    for (prefix, what, min) in PREFIXES {
-        for (at, _) in value.match_indices(prefix) {
-            let tail = &bytes[at + prefix.len()..];
-            if tail.iter().take_while(|c| token_char(c)).count() >= *min {
-                return Some(what);
-            }
-        }
-    }
-    // AWS access key ids: AKIA/ASIA and 16 upper-case letters or digits.
-    for start in ["AKIA", "ASIA"] {
-        for (at, _) in value.match_indices(start) {
-            let tail = &bytes[at + 4..];
-            if tail.len() >= 16 && tail[..16].iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
-                return Some("an AWS access key id");
-            }
-        }
-    }
-    if value.contains("-----BEGIN") && value.contains("PRIVATE KEY") {
-        return Some("a private key");
-    }
-    // scheme://user:password@host
-    if let Some((_, rest)) = value.split_once("://") {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        if let Some((userinfo, _)) = authority.rsplit_once('@')
-            && userinfo.split_once(':').is_some_and(|(_, password)| !password.is_empty())
-        {
-            return Some("a URL with an embedded password");
-        }
-    }
-    None
 }
 
 #[cfg(test)]
