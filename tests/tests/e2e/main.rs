@@ -7,6 +7,7 @@
 
 mod agent;
 mod artifacts;
+mod broker;
 mod bus;
 mod controller;
 mod dead_letters;

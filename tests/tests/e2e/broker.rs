@@ -1,0 +1,467 @@
+//! The capability broker as real processes: `patchpilot-broker` over real
+//! mutual TLS (the PKI `fleet::mtls::init` writes), real Postgres, a
+//! terminator per run on its own Unix socket (as the sandbox worker runs
+//! one per VM), and local upstreams that record what reached them.
+//!
+//! The guest side is raw HTTP/1.1 written to the terminator's socket, so
+//! the attacks are exactly the bytes a compromised agent would send.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use patchpilot_broker::admin::AdminClient;
+use patchpilot_broker::terminator::{self, BrokerEndpoint, BrokerLink};
+use patchpilot_e2e::{Service, Stack};
+use patchpilot_fleet::mtls::{self, TlsFiles};
+use patchpilot_model::broker::{ConnectionName, identity};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio_util::sync::CancellationToken;
+
+/// What an upstream saw of one request.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path_and_query: String,
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A local upstream: answers by path and records every request.
+#[derive(Debug, Clone, Default)]
+pub struct Upstream {
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+/// The key an upstream would take; the guest must never see it.
+pub const UPSTREAM_ONLY_TEXT: &str = "sk-live-0123456789abcdefghijklmnopqrstuvwx";
+
+async fn upstream_handler(State(up): State<Upstream>, request: axum::extract::Request) -> axum::response::Response {
+    let seen = Seen {
+        method: request.method().to_string(),
+        path_and_query: request.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+        headers: request
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect(),
+    };
+    let path = request.uri().path().to_owned();
+    up.seen.lock().expect("seen").push(seen);
+    let json = |status: u16, body: serde_json::Value| {
+        (
+            axum::http::StatusCode::from_u16(status).expect("status"),
+            [("content-type", "application/json"), ("set-cookie", "session=upstream"), ("x-ratelimit-remaining", "99")],
+            body.to_string(),
+        )
+            .into_response()
+    };
+    match path.as_str() {
+        "/v1/chat/completions" => json(
+            200,
+            serde_json::json!({"choices": [{"message": {"role": "assistant", "content": "hello"}}],
+                               "usage": {"prompt_tokens": 40, "completion_tokens": 2}}),
+        ),
+        "/v1/leak" => json(200, serde_json::json!({"token": "ghs_0123456789abcdefghijklmnopqrstuv"})),
+        "/v1/unauthorized" => json(401, serde_json::json!({"error": format!("invalid key {UPSTREAM_ONLY_TEXT}")})),
+        "/v1/fail" => json(500, serde_json::json!({"trace": format!("panic at key={UPSTREAM_ONLY_TEXT}")})),
+        "/repos/o/r/releases/latest" => json(200, serde_json::json!({"tag_name": "v1.2.3"})),
+        "/repos/o/r/tags" => json(200, serde_json::json!([{"name": "v1.2.3"}])),
+        _ => json(200, serde_json::json!({"token": "ghs_0123456789abcdefghijklmnopqrstuv", "reached": path})),
+    }
+}
+
+impl Upstream {
+    /// Serves on a loopback port bound once; the address.
+    pub async fn start(&self) -> anyhow::Result<std::net::SocketAddr> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let router = Router::new().fallback(upstream_handler).with_state(self.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Ok(addr)
+    }
+
+    /// The requests that reached it.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("seen").clone()
+    }
+}
+
+/// The roles `broker init` writes.
+pub const ROLES: &[&str] = &[identity::BROKER, identity::TERMINATOR, identity::GATEWAY];
+
+/// A broker process with its PKI, stack and upstream.
+pub struct BrokerHarness {
+    pub stack: Stack,
+    pub pki: PathBuf,
+    pub upstream: Upstream,
+    pub upstream_addr: std::net::SocketAddr,
+    pub broker: Option<Service>,
+    pub endpoint: BrokerEndpoint,
+    pub shutdown: CancellationToken,
+    sockets: std::sync::atomic::AtomicUsize,
+}
+
+impl BrokerHarness {
+    /// Starts everything; `connections` is the `[broker.connections.*]`
+    /// TOML, with `{upstream}` standing for the upstream's address.
+    pub async fn start(connections: &str, budget_requests: u64) -> anyhow::Result<BrokerHarness> {
+        let stack = Stack::start().await?;
+        let pki = stack.dir.path().join("pki");
+        mtls::init(&pki, ROLES)?;
+        let upstream = Upstream::default();
+        let upstream_addr = upstream.start().await?;
+        let mut harness = BrokerHarness {
+            stack,
+            pki: pki.clone(),
+            upstream,
+            upstream_addr,
+            broker: None,
+            endpoint: BrokerEndpoint::default(),
+            shutdown: CancellationToken::new(),
+            sockets: std::sync::atomic::AtomicUsize::new(0),
+        };
+        harness.restart(connections, budget_requests).await?;
+        Ok(harness)
+    }
+
+    /// (Re)starts the broker process with this configuration.
+    pub async fn restart(&mut self, connections: &str, budget_requests: u64) -> anyhow::Result<()> {
+        if let Some(mut old) = self.broker.take() {
+            old.terminate(Duration::from_secs(10)).await?;
+        }
+        let tls = TlsFiles::in_dir(&self.pki, identity::BROKER);
+        let connections = connections.replace("{upstream}", &self.upstream_addr.to_string());
+        let config = format!(
+            "[broker]\nlisten = \"127.0.0.1:0\"\n\
+             [broker.tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\
+             [broker.budget]\nrequests = {budget_requests}\nbytes = 10000000\nmodel_tokens = 1000000\n{connections}",
+            tls.ca, tls.cert, tls.key,
+        );
+        let n = std::fs::read_dir(self.stack.dir.path())?.count();
+        let path = self.stack.write_config(&format!("broker-{n}.toml"), &config)?;
+        let log = self.stack.dir.path().join(format!("broker-{n}.log"));
+        let service = Service::spawn("patchpilot-broker", &path, &self.stack.env(), log)?;
+        let addr = service.logged_field("broker listening", "addr", Duration::from_secs(30)).await?;
+        self.endpoint = BrokerEndpoint {
+            url: Some(format!("https://127.0.0.1:{}", addr.rsplit(':').next().unwrap_or("0")).parse()?),
+            tls: TlsFiles::in_dir(&self.pki, identity::TERMINATOR),
+        };
+        self.broker = Some(service);
+        Ok(())
+    }
+
+    /// The worker's admin client.
+    pub fn admin(&self) -> anyhow::Result<AdminClient> {
+        AdminClient::new(&self.endpoint)?.context("no broker URL")
+    }
+
+    /// Mints `run_id`'s capability for `connections`.
+    pub async fn mint(&self, run_id: &str, connections: &[&str]) -> anyhow::Result<String> {
+        let names: Vec<ConnectionName> = connections.iter().map(|c| c.parse()).collect::<Result<_, _>>()?;
+        Ok(self.admin()?.mint(run_id, "test-worker", &names).await?.capability)
+    }
+
+    /// Starts a terminator for `run_id` on its own socket, as the sandbox
+    /// worker does for each VM.
+    pub fn terminator(&self, run_id: &str) -> anyhow::Result<PathBuf> {
+        let n = self.sockets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = self.stack.dir.path().join(format!("{run_id}-{n}.sock"));
+        let listener = tokio::net::UnixListener::bind(&socket)?;
+        let link = BrokerLink::new(&self.endpoint)?.context("no broker URL")?;
+        tokio::spawn(terminator::serve(listener, run_id.to_owned(), link, self.shutdown.clone()));
+        Ok(socket)
+    }
+}
+
+impl Drop for BrokerHarness {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A response as the guest reads it.
+#[derive(Debug)]
+pub struct GuestAnswer {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl GuestAnswer {
+    /// The refusal type in the fixed body, if any.
+    pub fn refusal(&self) -> Option<String> {
+        let v: serde_json::Value = serde_json::from_str(&self.body).ok()?;
+        v["error"]["type"].as_str().map(str::to_owned)
+    }
+}
+
+/// Writes `raw` (a whole HTTP/1.1 request) to the guest socket and reads
+/// the answer until the connection closes.
+pub async fn guest_raw(socket: &Path, raw: &str) -> anyhow::Result<GuestAnswer> {
+    let mut stream = tokio::net::UnixStream::connect(socket).await?;
+    stream.write_all(raw.as_bytes()).await?;
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut out)).await??;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").context("no header end")?;
+    let status = head.split(' ').nth(1).context("no status")?.parse()?;
+    Ok(GuestAnswer { status, head: head.to_owned(), body: body.to_owned() })
+}
+
+/// A request from the guest with its capability in `x-patchpilot-capability`.
+pub async fn guest(socket: &Path, method: &str, target: &str, capability: &str, body: &str) -> anyhow::Result<GuestAnswer> {
+    let raw = format!(
+        "{method} {target} HTTP/1.1\r\nhost: broker\r\nx-patchpilot-capability: {capability}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    guest_raw(socket, &raw).await
+}
+
+const CONNECTIONS: &str = r#"
+[broker.connections.model]
+kind = "openai"
+base_url = "http://{upstream}/v1"
+auth = "none"
+routes = ["/chat/completions", "/leak", "/unauthorized", "/fail"]
+[broker.connections.github]
+kind = "github-read"
+base_url = "http://{upstream}/"
+auth = "none"
+routes = ["/**"]
+"#;
+
+async fn calls(harness: &BrokerHarness, run_id: &str) -> anyhow::Result<Vec<patchpilot_broker::store::CallRecord>> {
+    Ok(patchpilot_broker::store::calls(&harness.stack.pool, run_id).await?)
+}
+
+#[tokio::test]
+async fn a_granted_call_reaches_only_its_connection_and_every_call_is_recorded() -> anyhow::Result<()> {
+    let harness = BrokerHarness::start(CONNECTIONS, 100).await?;
+    let cap = harness.mint("run-a", &["model"]).await?;
+    let sock = harness.terminator("run-a")?;
+
+    // A granted call: relayed, with the guest's routing and credential
+    // headers dropped and the model tokens counted.
+    let raw = format!(
+        "POST /v1/c/model/chat/completions HTTP/1.1\r\nhost: evil.test\r\nauthorization: Bearer {cap}\r\n\
+         x-forwarded-host: evil.test\r\ncookie: a=b\r\nx-patchpilot-run: run-b\r\ncontent-type: application/json\r\n\
+         content-length: 2\r\nconnection: close\r\n\r\n{{}}"
+    );
+    let ok = guest_raw(&sock, &raw).await?;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    assert!(ok.body.contains("hello"));
+    assert!(!ok.head.to_ascii_lowercase().contains("set-cookie"), "only allowed response headers: {}", ok.head);
+    assert!(ok.head.contains("x-ratelimit-remaining"));
+    let seen = harness.upstream.seen();
+    assert_eq!(seen.len(), 1);
+    let s = &seen[0];
+    assert_eq!(s.path_and_query, "/v1/chat/completions");
+    assert_eq!(s.headers.get("host").map(String::as_str), Some(harness.upstream_addr.to_string().as_str()));
+    for dropped in ["authorization", "x-forwarded-host", "cookie", "x-patchpilot-run", "x-patchpilot-capability"] {
+        assert!(!s.headers.contains_key(dropped), "{dropped} reached the upstream: {:?}", s.headers);
+    }
+
+    // Not granted, absolute, dot-dot, encoded, outside the call prefix.
+    let refused = [
+        ("GET", "/v1/c/github/repos/o/r/releases/latest", "connection_not_granted"),
+        ("POST", "/v1/c/model/embeddings", "route_denied"),
+        ("GET", "/v1/c/model/chat/completions", "route_denied"),
+        ("POST", "/v1/c/model/../github/repos/o/r/tags", "route_denied"),
+        ("POST", "/v1/c/model/%2e%2e/chat/completions", "route_denied"),
+        ("POST", "/v1/c/model/chat%2fcompletions", "route_denied"),
+        ("POST", "/v1/c/model//127.0.0.1/v1/chat/completions", "route_denied"),
+        ("POST", "http://evil.test/v1/c/model/chat/completions", "route_denied"),
+        ("POST", "/admin/v1/sweep", "route_denied"),
+    ];
+    for (method, target, want) in refused {
+        let a = guest(&sock, method, target, &cap, "{}").await?;
+        // An absolute-form request line is reduced to its path: allowed
+        // only because the path itself is the granted one.
+        if target.starts_with("http://") {
+            assert_eq!(a.status, 200, "{target}: {a:?}");
+            continue;
+        }
+        assert_eq!(a.refusal().as_deref(), Some(want), "{method} {target}: {a:?}");
+    }
+    // Nothing but the two granted calls reached the upstream, and only
+    // under its base.
+    let seen = harness.upstream.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen.iter().all(|s| s.path_and_query == "/v1/chat/completions"));
+
+    // Every call that reached the broker is recorded: all but the admin
+    // path, which the terminator refused before it left the host.
+    let recorded = calls(&harness, "run-a").await?;
+    assert_eq!(recorded.len(), refused.len(), "{recorded:#?}");
+    assert_eq!(recorded.iter().filter(|c| c.refusal.is_some()).count(), refused.len() - 2);
+    let first = &recorded[0];
+    assert_eq!(first.status, 200);
+    assert_eq!(first.route.as_deref(), Some("/chat/completions"));
+    assert_eq!(first.model_tokens, 42);
+    assert_eq!(first.upstream_status, Some(200));
+    assert!(first.response_sha256.is_some());
+    Ok(())
+}
+
+#[tokio::test]
+async fn tokens_work_only_in_their_own_run_and_only_while_it_lives() -> anyhow::Result<()> {
+    let harness = BrokerHarness::start(CONNECTIONS, 100).await?;
+    let cap_a = harness.mint("run-a", &["model"]).await?;
+    let cap_b = harness.mint("run-b", &["model"]).await?;
+    let sock_a = harness.terminator("run-a")?;
+    let sock_b = harness.terminator("run-b")?;
+    let call = |sock: PathBuf, cap: String| async move {
+        guest(&sock, "POST", "/v1/c/model/chat/completions", &cap, "{}").await
+    };
+    assert_eq!(call(sock_a.clone(), cap_a.clone()).await?.status, 200);
+    // Run A's token from run B's VM: the terminator stamps B.
+    assert_eq!(call(sock_b.clone(), cap_a.clone()).await?.refusal().as_deref(), Some("capability_invalid"));
+    // A made-up token, and none.
+    let forged = format!("ppcap_{}", "0".repeat(64));
+    assert_eq!(call(sock_a.clone(), forged).await?.refusal().as_deref(), Some("capability_invalid"));
+    let none = guest_raw(&sock_a, "POST /v1/c/model/chat/completions HTTP/1.1\r\nhost: b\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await?;
+    assert_eq!(none.refusal().as_deref(), Some("capability_invalid"));
+
+    // The run ends: its token is dead; run B is untouched.
+    assert!(harness.admin()?.revoke("run-a").await?);
+    assert_eq!(call(sock_a.clone(), cap_a.clone()).await?.refusal().as_deref(), Some("capability_invalid"));
+    assert_eq!(call(sock_b.clone(), cap_b.clone()).await?.status, 200);
+    // The worker's start-up sweep revokes what it minted.
+    assert_eq!(harness.admin()?.sweep("test-worker").await?, vec!["run-b".to_owned()]);
+    assert_eq!(call(sock_b, cap_b).await?.refusal().as_deref(), Some("capability_invalid"));
+    let refusals: Vec<_> = calls(&harness, "run-b").await?.into_iter().filter_map(|c| c.refusal).collect();
+    assert_eq!(refusals.len(), 2, "the cross-run and the swept call are recorded under run B");
+    Ok(())
+}
+
+#[tokio::test]
+async fn credential_minting_routes_and_credential_bearing_answers_are_withheld() -> anyhow::Result<()> {
+    let harness = BrokerHarness::start(CONNECTIONS, 100).await?;
+    let cap = harness.mint("run-m", &["model", "github"]).await?;
+    let sock = harness.terminator("run-m")?;
+    // Granted "/**", yet the routes whose answer is a credential are denied.
+    for target in [
+        "/v1/c/github/app/installations/1/access_tokens",
+        "/v1/c/github/applications/abc/token",
+        "/v1/c/github/authorizations",
+        "/v1/c/github/repos/o/r/actions/secrets",
+        "/v1/c/github/repos/o/r/actions/oidc/customization/sub",
+    ] {
+        let a = guest(&sock, "GET", target, &cap, "").await?;
+        assert_eq!(a.refusal().as_deref(), Some("route_denied"), "{target}: {a:?}");
+    }
+    assert!(harness.upstream.seen().is_empty(), "no minting route reached the upstream");
+    // github-read is read-only whatever the routes say.
+    let post = guest(&sock, "POST", "/v1/c/github/repos/o/r/releases/latest", &cap, "{}").await?;
+    assert_eq!(post.refusal().as_deref(), Some("route_denied"));
+    let release = guest(&sock, "GET", "/v1/c/github/repos/o/r/releases/latest", &cap, "").await?;
+    assert_eq!(release.status, 200);
+    assert!(release.body.contains("v1.2.3"));
+
+    // A token-shaped answer is withheld; a 401's and a 500's bodies never
+    // reach the guest, only the status class.
+    let leak = guest(&sock, "POST", "/v1/c/model/leak", &cap, "{}").await?;
+    assert_eq!(leak.refusal().as_deref(), Some("route_denied"));
+    assert!(!leak.body.contains("ghs_"));
+    let unauthorized = guest(&sock, "POST", "/v1/c/model/unauthorized", &cap, "{}").await?;
+    assert_eq!(unauthorized.status, 502);
+    assert_eq!(unauthorized.refusal().as_deref(), Some("upstream_failed"));
+    assert!(unauthorized.body.contains("\"status_class\":\"4xx\""));
+    let failed = guest(&sock, "POST", "/v1/c/model/fail", &cap, "{}").await?;
+    assert!(failed.body.contains("\"status_class\":\"5xx\""));
+    for answer in [&leak, &unauthorized, &failed] {
+        assert!(!answer.body.contains(UPSTREAM_ONLY_TEXT) && !answer.head.contains(UPSTREAM_ONLY_TEXT));
+    }
+    let recorded = calls(&harness, "run-m").await?;
+    let leak_record = recorded.iter().find(|c| c.reason.as_deref().is_some_and(|r| r.contains("withheld"))).context("leak record")?;
+    assert_eq!(leak_record.upstream_status, Some(200));
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_budget_binds_at_the_boundary_and_a_grant_never_widens_mid_run() -> anyhow::Result<()> {
+    let narrow = r#"
+[broker.connections.github]
+kind = "github-read"
+base_url = "http://{upstream}/"
+auth = "none"
+routes = ["/repos/*/*/releases/**"]
+"#;
+    let mut harness = BrokerHarness::start(narrow, 3).await?;
+    let cap = harness.mint("run-old", &["github"]).await?;
+    let sock = harness.terminator("run-old")?;
+    let tags = "/v1/c/github/repos/o/r/tags";
+    let release = "/v1/c/github/repos/o/r/releases/latest";
+    assert_eq!(guest(&sock, "GET", tags, &cap, "").await?.refusal().as_deref(), Some("route_denied"));
+
+    // The operator widens the connection (and the budget) and restarts the
+    // broker: the running run keeps its frozen grant, a new run gets the
+    // wider one.
+    let wide = narrow.replace(r#"routes = ["/repos/*/*/releases/**"]"#, r#"routes = ["/repos/*/*/releases/**", "/repos/*/*/tags"]"#);
+    harness.restart(&wide, 100).await?;
+    let old_sock = harness.terminator("run-old")?;
+    assert_eq!(guest(&old_sock, "GET", tags, &cap, "").await?.refusal().as_deref(), Some("route_denied"));
+    let cap_new = harness.mint("run-new", &["github"]).await?;
+    let new_sock = harness.terminator("run-new")?;
+    assert_eq!(guest(&new_sock, "GET", tags, &cap_new, "").await?.status, 200);
+
+    // run-old's budget (3 requests, frozen) holds: two refusals cost
+    // nothing, so three releases pass and the fourth call is refused.
+    for _ in 0..3 {
+        assert_eq!(guest(&old_sock, "GET", release, &cap, "").await?.status, 200);
+    }
+    let over = guest(&old_sock, "GET", release, &cap, "").await?;
+    assert_eq!(over.status, 429);
+    assert_eq!(over.refusal().as_deref(), Some("budget_exhausted"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn only_the_terminators_identity_completes_a_call() -> anyhow::Result<()> {
+    let harness = BrokerHarness::start(CONNECTIONS, 100).await?;
+    let url = harness.endpoint.url.clone().context("url")?;
+    // The gateway's certificate, from the same CA: the handshake completes
+    // but the broker closes the connection before any HTTP.
+    let other_role = BrokerEndpoint { url: Some(url.clone()), tls: TlsFiles::in_dir(&harness.pki, identity::GATEWAY) };
+    let admin = AdminClient::new(&other_role)?.context("client")?;
+    assert!(admin.sweep("test-worker").await.is_err(), "a non-terminator identity is refused");
+    // A CA of its own: no handshake.
+    let stranger = harness.stack.dir.path().join("stranger");
+    mtls::init(&stranger, &[identity::TERMINATOR])?;
+    let foreign = BrokerEndpoint { url: Some(url.clone()), tls: TlsFiles::in_dir(&stranger, identity::TERMINATOR) };
+    assert!(AdminClient::new(&foreign)?.context("client")?.sweep("test-worker").await.is_err());
+    // No certificate at all: plain TLS without client auth fails too.
+    let addr = format!("127.0.0.1:{}", url.port().context("port")?);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(harness.pki.join("ca.pem"))? {
+        roots.add(cert?)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(&addr).await?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let outcome = async {
+        let mut tls = connector.connect("localhost".try_into()?, tcp).await?;
+        tls.write_all(b"POST /admin/v1/sweep HTTP/1.1\r\nhost: b\r\ncontent-length: 2\r\n\r\n{}").await?;
+        let mut buf = Vec::new();
+        tls.read_to_end(&mut buf).await?;
+        anyhow::Ok(buf)
+    }
+    .await;
+    assert!(outcome.is_err() || outcome.as_ref().is_ok_and(Vec::is_empty), "no answer without a client certificate: {outcome:?}");
+    // And the real terminator identity works.
+    assert!(harness.admin()?.sweep("test-worker").await?.is_empty());
+    Ok(())
+}
+
+use rustls::pki_types::pem::PemObject as _;
