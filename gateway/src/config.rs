@@ -65,7 +65,10 @@ impl Validate for Config {
             ));
         }
         if !(100..=120_000).contains(&self.refresh_wait_ms) {
-            return Err(config::Error::invalid(key(prefix, "refresh_wait_ms"), "must be between 100 and 120000"));
+            return Err(config::Error::invalid(
+                key(prefix, "refresh_wait_ms"),
+                "must be between 100 and 120000",
+            ));
         }
         Ok(())
     }
@@ -102,7 +105,8 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         assert!(valid().validate("gateway").is_ok());
-        let cases: [(&str, fn(&mut Config)); 4] = [
+        type Break = fn(&mut Config);
+        let cases: [(&str, Break); 4] = [
             ("gateway.tls", |c| c.tls = TlsFiles::default()),
             ("gateway.key_file", |c| c.key_file = PathBuf::new()),
             ("gateway.lease_secs", |c| c.lease_secs = 5),

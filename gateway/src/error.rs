@@ -97,7 +97,9 @@ pub enum Error {
     },
     /// This gateway's lease was taken over before it wrote: the fenced
     /// write changed nothing.
-    #[error("the refresh lease for {connection} (fence {fence}) was taken over; the refreshed tokens were not written")]
+    #[error(
+        "the refresh lease for {connection} (fence {fence}) was taken over; the refreshed tokens were not written"
+    )]
     StaleLease {
         /// The connection.
         connection: ConnectionName,
@@ -114,8 +116,14 @@ pub enum Error {
 
 /// RFC 6749 §5.2's error codes: the only part of an upstream error body the
 /// gateway keeps.
-const OAUTH_CODES: [&str; 6] =
-    ["invalid_request", "invalid_client", "invalid_grant", "unauthorized_client", "unsupported_grant_type", "invalid_scope"];
+const OAUTH_CODES: [&str; 6] = [
+    "invalid_request",
+    "invalid_client",
+    "invalid_grant",
+    "unauthorized_client",
+    "unsupported_grant_type",
+    "invalid_scope",
+];
 
 /// `code` as one of RFC 6749's fixed error codes, or none.
 pub(crate) fn oauth_code(code: &str) -> Option<&'static str> {
@@ -126,9 +134,10 @@ impl Error {
     /// Whether asking again later can help.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Database(_) | Error::Transport { .. } | Error::LeaseWait { .. } | Error::StaleLease { .. } => {
-                ErrorKind::Transient
-            }
+            Error::Database(_)
+            | Error::Transport { .. }
+            | Error::LeaseWait { .. }
+            | Error::StaleLease { .. } => ErrorKind::Transient,
             Error::Upstream { status, .. } if *status >= 500 || *status == 429 || *status == 408 => {
                 ErrorKind::Transient
             }

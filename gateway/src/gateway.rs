@@ -9,8 +9,8 @@ use sqlx::PgPool;
 use tokio::time::Instant;
 
 use crate::lease::{self, Fence};
-use crate::secrets::{self, CachedToken, Secret, SecretKind};
 use crate::seal::SealingKey;
+use crate::secrets::{self, CachedToken, Secret, SecretKind};
 use crate::{Error, issue};
 
 /// How a gateway refreshes.
@@ -120,7 +120,10 @@ impl Gateway {
     }
 
     /// The token, the secret's kind and how the token was obtained.
-    pub async fn issue(&self, connection: &ConnectionName) -> Result<(AccessToken, SecretKind, Outcome), Error> {
+    pub async fn issue(
+        &self,
+        connection: &ConnectionName,
+    ) -> Result<(AccessToken, SecretKind, Outcome), Error> {
         let secret = secrets::load(&self.pool, &self.key, connection)
             .await?
             .ok_or_else(|| Error::UnknownConnection { connection: connection.clone() })?;
@@ -133,7 +136,9 @@ impl Gateway {
         }
         let started = Instant::now();
         loop {
-            if let Some(fence) = lease::acquire(&self.pool, connection, &self.options.holder, self.options.lease).await? {
+            if let Some(fence) =
+                lease::acquire(&self.pool, connection, &self.options.holder, self.options.lease).await?
+            {
                 let token = self.refresh_under(connection, fence).await?;
                 return Ok((token, kind, Outcome::Minted));
             }
@@ -160,7 +165,9 @@ impl Gateway {
                 .await?
                 .ok_or_else(|| Error::UnknownConnection { connection: connection.clone() })?;
             match &secret {
-                Secret::OauthRefresh(grant) => issue::oauth_refresh(&self.http, connection, grant).await.map(Step::Write),
+                Secret::OauthRefresh(grant) => {
+                    issue::oauth_refresh(&self.http, connection, grant).await.map(Step::Write)
+                }
                 Secret::GithubApp(app) => {
                     issue::github_installation_token(&self.http, connection, app).await.map(Step::Write)
                 }
@@ -177,8 +184,15 @@ impl Gateway {
                 Ok(token)
             }
             Ok(Step::Write(minted)) => {
-                lease::write_refreshed(&self.pool, &self.key, connection, fence, minted.secret.as_ref(), &minted.token)
-                    .await?;
+                lease::write_refreshed(
+                    &self.pool,
+                    &self.key,
+                    connection,
+                    fence,
+                    minted.secret.as_ref(),
+                    &minted.token,
+                )
+                .await?;
                 Ok(served(minted.token))
             }
             Err(e) => {

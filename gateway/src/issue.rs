@@ -41,7 +41,11 @@ pub(crate) struct Minted {
 }
 
 /// The cache entry for a token that expires at `expires_at`.
-pub(crate) fn cache_entry(access_token: String, expires_at: DateTime<Utc>, now: DateTime<Utc>) -> CachedToken {
+pub(crate) fn cache_entry(
+    access_token: String,
+    expires_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> CachedToken {
     let lifetime = (expires_at - now).max(TimeDelta::zero());
     let margin = TimeDelta::from_std(REFRESH_MARGIN).unwrap_or(TimeDelta::MAX).min(lifetime / 2);
     CachedToken { access_token, expires_at, refresh_after: expires_at - margin }
@@ -89,16 +93,20 @@ pub(crate) async fn oauth_refresh(
         None => form.push(("client_id", &grant.client_id)),
     }
     let now = Utc::now();
-    let response = request
-        .form(&form)
-        .send()
-        .await
-        .map_err(|source| Error::Transport { connection: connection.clone(), url: url.clone(), source })?;
+    let response = request.form(&form).send().await.map_err(|source| Error::Transport {
+        connection: connection.clone(),
+        url: url.clone(),
+        source,
+    })?;
     let status = response.status();
-    let body =
-        response.bytes().await.map_err(|source| Error::Transport { connection: connection.clone(), url: url.clone(), source })?;
+    let body = response.bytes().await.map_err(|source| Error::Transport {
+        connection: connection.clone(),
+        url: url.clone(),
+        source,
+    })?;
     if !status.is_success() {
-        let code = serde_json::from_slice::<OauthErrorResponse>(&body).ok().and_then(|e| oauth_code(&e.error));
+        let code =
+            serde_json::from_slice::<OauthErrorResponse>(&body).ok().and_then(|e| oauth_code(&e.error));
         return Err(Error::Upstream { connection: connection.clone(), url, status: status.as_u16(), code });
     }
     let parsed: OauthTokenResponse = serde_json::from_slice(&body).map_err(|_| Error::UpstreamBody {
@@ -107,19 +115,28 @@ pub(crate) async fn oauth_refresh(
         what: "an OAuth token response",
     })?;
     if parsed.access_token.is_empty() {
-        return Err(Error::UpstreamBody { connection: connection.clone(), url, what: "an OAuth token response" });
+        return Err(Error::UpstreamBody {
+            connection: connection.clone(),
+            url,
+            what: "an OAuth token response",
+        });
     }
     let lifetime = parsed.expires_in.map(Duration::from_secs).unwrap_or(DEFAULT_OAUTH_LIFETIME);
     let expires_at = now + TimeDelta::from_std(lifetime).unwrap_or(TimeDelta::MAX);
-    let secret = parsed.refresh_token.filter(|r| !r.is_empty() && *r != grant.refresh_token).map(|refresh_token| {
-        Secret::OauthRefresh(OauthRefresh { refresh_token, ..grant.clone() })
-    });
+    let secret = parsed
+        .refresh_token
+        .filter(|r| !r.is_empty() && *r != grant.refresh_token)
+        .map(|refresh_token| Secret::OauthRefresh(OauthRefresh { refresh_token, ..grant.clone() }));
     Ok(Minted { token: cache_entry(parsed.access_token, expires_at, now), secret })
 }
 
 /// The RS256 JWT a GitHub App authenticates with: `iat` a minute in the
 /// past (clock drift), `exp` nine minutes ahead (GitHub allows ten).
-pub(crate) fn github_jwt(connection: &ConnectionName, app: &GithubApp, now: DateTime<Utc>) -> Result<String, Error> {
+pub(crate) fn github_jwt(
+    connection: &ConnectionName,
+    app: &GithubApp,
+    now: DateTime<Utc>,
+) -> Result<String, Error> {
     let sign = || Error::Sign { connection: connection.clone() };
     let key = rsa_key(&app.private_key_pem).ok_or_else(sign)?;
     let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"RS256","typ":"JWT"}"#);
@@ -151,7 +168,11 @@ pub(crate) async fn github_installation_token(
 ) -> Result<Minted, Error> {
     let now = Utc::now();
     let jwt = github_jwt(connection, app, now)?;
-    let url = format!("{}/app/installations/{}/access_tokens", app.api_url.trim_end_matches('/'), app.installation_id);
+    let url = format!(
+        "{}/app/installations/{}/access_tokens",
+        app.api_url.trim_end_matches('/'),
+        app.installation_id
+    );
     let permissions: serde_json::Map<String, serde_json::Value> =
         GITHUB_PERMISSIONS.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
     let response = http
@@ -165,10 +186,18 @@ pub(crate) async fn github_installation_token(
         .await
         .map_err(|source| Error::Transport { connection: connection.clone(), url: url.clone(), source })?;
     let status = response.status();
-    let body =
-        response.bytes().await.map_err(|source| Error::Transport { connection: connection.clone(), url: url.clone(), source })?;
+    let body = response.bytes().await.map_err(|source| Error::Transport {
+        connection: connection.clone(),
+        url: url.clone(),
+        source,
+    })?;
     if !status.is_success() {
-        return Err(Error::Upstream { connection: connection.clone(), url, status: status.as_u16(), code: None });
+        return Err(Error::Upstream {
+            connection: connection.clone(),
+            url,
+            status: status.as_u16(),
+            code: None,
+        });
     }
     let parsed: InstallationToken = serde_json::from_slice(&body).map_err(|_| Error::UpstreamBody {
         connection: connection.clone(),

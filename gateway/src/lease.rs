@@ -12,8 +12,8 @@ use patchpilot_model::broker::ConnectionName;
 use sqlx::PgPool;
 
 use crate::Error;
-use crate::secrets::{CachedToken, Secret};
 use crate::seal::{Purpose, SealingKey};
+use crate::secrets::{CachedToken, Secret};
 
 /// A held lease: the fence to write under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,8 +89,8 @@ pub async fn write_refreshed(
         return Err(Error::StaleLease { connection: connection.clone(), fence: fence.0 });
     }
     if let Some(secret) = secret {
-        let json =
-            serde_json::to_vec(secret).map_err(|_| Error::Corrupt { connection: connection.clone(), what: "secret" })?;
+        let json = serde_json::to_vec(secret)
+            .map_err(|_| Error::Corrupt { connection: connection.clone(), what: "secret" })?;
         sqlx::query("UPDATE gateway_secrets SET sealed = $2, updated_at = now() WHERE connection = $1")
             .bind(connection.as_str())
             .bind(key.seal(connection, Purpose::Secret, &json))

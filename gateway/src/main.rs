@@ -43,15 +43,22 @@ fn main() -> ExitCode {
             }
         };
     }
-    patchpilot_fleet::service::run_service(patchpilot_gateway::service::SERVICE, patchpilot_gateway::service::run)
+    patchpilot_fleet::service::run_service(
+        patchpilot_gateway::service::SERVICE,
+        patchpilot_gateway::service::run,
+    )
 }
 
 fn put_secret(args: PutSecret) -> anyhow::Result<()> {
     let config: ServiceConfig<Config> = patchpilot_fleet::config::load(args.config.as_deref())?;
     let secret = match (&args.kind, &args.value_file, &args.secret_file) {
         (Some(kind), Some(file), None) => {
-            anyhow::ensure!(kind == "static", "--kind {kind}: only `static` takes --value-file; use --secret-file");
-            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+            anyhow::ensure!(
+                kind == "static",
+                "--kind {kind}: only `static` takes --value-file; use --secret-file"
+            );
+            let text =
+                std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
             Secret::Static { value: text.strip_suffix('\n').unwrap_or(&text).to_owned() }
         }
         (None, None, Some(file)) => {

@@ -122,7 +122,11 @@ impl SealingKey {
         self.rng.fill(&mut nonce).expect("the system random number generator");
         let mut in_out = plaintext.to_vec();
         self.key
-            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), aad(connection, purpose), &mut in_out)
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                aad(connection, purpose),
+                &mut in_out,
+            )
             .expect("AES-GCM seals any message this size");
         let mut blob = Vec::with_capacity(1 + NONCE_LEN + in_out.len());
         blob.push(VERSION);
@@ -133,7 +137,12 @@ impl SealingKey {
 
     /// Opens a blob [`seal`](Self::seal) made for the same connection and
     /// purpose under the same key.
-    pub fn open(&self, connection: &ConnectionName, purpose: Purpose, blob: &[u8]) -> Result<Vec<u8>, OpenError> {
+    pub fn open(
+        &self,
+        connection: &ConnectionName,
+        purpose: Purpose,
+        blob: &[u8],
+    ) -> Result<Vec<u8>, OpenError> {
         let (&version, rest) = blob.split_first().ok_or(OpenError)?;
         if version != VERSION || rest.len() < NONCE_LEN {
             return Err(OpenError);

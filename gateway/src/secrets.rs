@@ -207,9 +207,15 @@ fn endpoint_allowed(url: &str) -> bool {
 /// This is the operator's command (`patchpilot-gateway put-secret`, later
 /// `patchpilot gateway put`); the secret is validated first
 /// ([`Secret::validate`]).
-pub async fn put(pool: &PgPool, key: &SealingKey, connection: &ConnectionName, secret: &Secret) -> Result<(), Error> {
+pub async fn put(
+    pool: &PgPool,
+    key: &SealingKey,
+    connection: &ConnectionName,
+    secret: &Secret,
+) -> Result<(), Error> {
     secret.validate(connection)?;
-    let json = serde_json::to_vec(secret).map_err(|_| Error::Corrupt { connection: connection.clone(), what: "secret" })?;
+    let json = serde_json::to_vec(secret)
+        .map_err(|_| Error::Corrupt { connection: connection.clone(), what: "secret" })?;
     let sealed = key.seal(connection, Purpose::Secret, &json);
     let mut tx = pool.begin().await.map_err(Error::Database)?;
     sqlx::query(
@@ -227,11 +233,13 @@ pub async fn put(pool: &PgPool, key: &SealingKey, connection: &ConnectionName, s
         .execute(&mut *tx)
         .await
         .map_err(Error::Database)?;
-    sqlx::query("UPDATE gateway_refresh_leases SET fence = fence + 1, expires_at = now() WHERE connection = $1")
-        .bind(connection.as_str())
-        .execute(&mut *tx)
-        .await
-        .map_err(Error::Database)?;
+    sqlx::query(
+        "UPDATE gateway_refresh_leases SET fence = fence + 1, expires_at = now() WHERE connection = $1",
+    )
+    .bind(connection.as_str())
+    .execute(&mut *tx)
+    .await
+    .map_err(Error::Database)?;
     tx.commit().await.map_err(Error::Database)?;
     Ok(())
 }
@@ -268,7 +276,11 @@ pub async fn list(pool: &PgPool) -> Result<Vec<(String, String)>, Error> {
 }
 
 /// `connection`'s secret, opened.
-pub async fn load(pool: &PgPool, key: &SealingKey, connection: &ConnectionName) -> Result<Option<Secret>, Error> {
+pub async fn load(
+    pool: &PgPool,
+    key: &SealingKey,
+    connection: &ConnectionName,
+) -> Result<Option<Secret>, Error> {
     let row: Option<(Vec<u8>,)> = sqlx::query_as("SELECT sealed FROM gateway_secrets WHERE connection = $1")
         .bind(connection.as_str())
         .fetch_optional(pool)
@@ -278,12 +290,17 @@ pub async fn load(pool: &PgPool, key: &SealingKey, connection: &ConnectionName) 
     open_secret(key, connection, &sealed).map(Some)
 }
 
-pub(crate) fn open_secret(key: &SealingKey, connection: &ConnectionName, sealed: &[u8]) -> Result<Secret, Error> {
+pub(crate) fn open_secret(
+    key: &SealingKey,
+    connection: &ConnectionName,
+    sealed: &[u8],
+) -> Result<Secret, Error> {
     let json = key
         .open(connection, Purpose::Secret, sealed)
         .map_err(|source| Error::Unseal { connection: connection.clone(), source })?;
     // The serde error is dropped: its text can quote the value it choked on.
-    serde_json::from_slice(&json).map_err(|_| Error::Corrupt { connection: connection.clone(), what: "secret" })
+    serde_json::from_slice(&json)
+        .map_err(|_| Error::Corrupt { connection: connection.clone(), what: "secret" })
 }
 
 /// An access token as cached (sealed) in `gateway_access_tokens`.

@@ -59,14 +59,16 @@ async fn access_tokens(
     if headers.get("user-agent").is_none() {
         return refuse("GitHub requires a User-Agent");
     }
-    let Some(jwt) = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
+    let Some(jwt) =
+        headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
     else {
         return refuse("no bearer JWT");
     };
     let parts: Vec<&str> = jwt.split('.').collect();
     let [header, claims, sig] = parts[..] else { return refuse("not a JWT") };
     let decode = |part: &str| URL_SAFE_NO_PAD.decode(part).ok();
-    let (Some(header_json), Some(claims_json), Some(sig)) = (decode(header), decode(claims), decode(sig)) else {
+    let (Some(header_json), Some(claims_json), Some(sig)) = (decode(header), decode(claims), decode(sig))
+    else {
         return refuse("not base64url");
     };
     let public_key = double.lock().expect("lock").public_key.clone();
@@ -82,7 +84,8 @@ async fn access_tokens(
     }
     let now = Utc::now().timestamp();
     let (iat, exp) = (claims["iat"].as_i64().unwrap_or(i64::MAX), claims["exp"].as_i64().unwrap_or(0));
-    if claims["iss"] != APP_ID.to_string() || iat > now || exp <= now || exp - iat > 600 {
+    let iss = APP_ID.to_string();
+    if claims["iss"].as_str() != Some(iss.as_str()) || iat > now || exp <= now || exp - iat > 600 {
         return refuse("bad claims");
     }
     let body: Value = serde_json::from_slice(&body).unwrap_or_default();
@@ -118,7 +121,12 @@ async fn double(pem: &str) -> (Shared, String) {
 }
 
 fn app(pem: &str, api_url: &str, installation_id: u64) -> Secret {
-    Secret::GithubApp(GithubApp { app_id: APP_ID, installation_id, private_key_pem: pem.to_owned(), api_url: api_url.to_owned() })
+    Secret::GithubApp(GithubApp {
+        app_id: APP_ID,
+        installation_id,
+        private_key_pem: pem.to_owned(),
+        api_url: api_url.to_owned(),
+    })
 }
 
 #[tokio::test]
@@ -132,7 +140,8 @@ async fn the_broker_gets_a_read_only_installation_token_and_it_is_cached() {
     let broker = broker_client(&pki);
 
     for _ in 0..2 {
-        let response = broker.post(server.url()).json(&json!({"connection": "github"})).send().await.expect("request");
+        let response =
+            broker.post(server.url()).json(&json!({"connection": "github"})).send().await.expect("request");
         assert_eq!(response.status(), 200);
         let token: AccessToken = response.json().await.expect("token");
         assert_eq!(token.access_token, "ghs_installation_1");

@@ -43,7 +43,8 @@ fn form(body: &[u8]) -> Vec<(String, String)> {
 async fn token(State(provider): State<Shared>, body: Bytes) -> Response {
     let form = form(&body);
     let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    if field("grant_type").as_deref() != Some("refresh_token") || field("client_id").as_deref() != Some("cli") {
+    if field("grant_type").as_deref() != Some("refresh_token") || field("client_id").as_deref() != Some("cli")
+    {
         return (StatusCode::BAD_REQUEST, axum::Json(json!({"error": "invalid_request"}))).into_response();
     }
     // Upstream latency, so two refreshers would overlap.
@@ -73,7 +74,8 @@ async fn token(State(provider): State<Shared>, body: Bytes) -> Response {
 }
 
 async fn provider() -> (Shared, String) {
-    let shared: Shared = Arc::new(Mutex::new(Provider { current: Some("refresh-0".into()), ..Provider::default() }));
+    let shared: Shared =
+        Arc::new(Mutex::new(Provider { current: Some("refresh-0".into()), ..Provider::default() }));
     let app = axum::Router::new().route("/token", axum::routing::post(token)).with_state(shared.clone());
     let base = serve_double(app).await;
     (shared, format!("{base}/token"))

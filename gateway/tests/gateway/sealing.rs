@@ -3,9 +3,9 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
+use patchpilot_gateway::Error;
 use patchpilot_gateway::seal::{KeyError, Purpose, SealingKey};
 use patchpilot_gateway::secrets::{self, GithubApp, OauthRefresh, Secret};
-use patchpilot_gateway::Error;
 
 use crate::support::{TestDb, key, name};
 
@@ -21,7 +21,8 @@ fn the_key_file_is_32_raw_bytes_or_64_hex_characters_readable_by_its_owner_only(
     let dir = tempfile::tempdir().expect("tempdir");
     let raw = SealingKey::from_file(&write_key(dir.path(), "raw", &[9; 32], 0o600)).expect("raw key");
     let hex_text = format!("{}\n", "09".repeat(32));
-    let hex = SealingKey::from_file(&write_key(dir.path(), "hex", hex_text.as_bytes(), 0o400)).expect("hex key");
+    let hex =
+        SealingKey::from_file(&write_key(dir.path(), "hex", hex_text.as_bytes(), 0o400)).expect("hex key");
     // The same key either way: what one seals the other opens.
     let blob = raw.seal(&name("a"), Purpose::Secret, b"x");
     assert_eq!(hex.open(&name("a"), Purpose::Secret, &blob).expect("opens"), b"x");
@@ -31,7 +32,9 @@ fn the_key_file_is_32_raw_bytes_or_64_hex_characters_readable_by_its_owner_only(
     assert!(matches!(e, KeyError::Permissions { .. }), "{e:?}");
     assert!(e.to_string().contains(&open.display().to_string()), "{e}");
 
-    for (file, bytes) in [("short", vec![9u8; 31]), ("long", vec![9u8; 33]), ("badhex", "zz".repeat(32).into_bytes())] {
+    for (file, bytes) in
+        [("short", vec![9u8; 31]), ("long", vec![9u8; 33]), ("badhex", "zz".repeat(32).into_bytes())]
+    {
         let path = write_key(dir.path(), file, &bytes, 0o600);
         let e = SealingKey::from_file(&path).expect_err(file);
         assert!(matches!(e, KeyError::Format { .. }), "{file}: {e:?}");
@@ -64,7 +67,9 @@ fn debug_withholds_every_secret() {
     ];
     for secret in secrets {
         let text = format!("{secret:?} {secret:#?}");
-        for leak in ["STATIC-KEY-VALUE", "CLIENT-SECRET-VALUE", "REFRESH-TOKEN-VALUE", "PEM-BODY", "PRIVATE KEY"] {
+        for leak in
+            ["STATIC-KEY-VALUE", "CLIENT-SECRET-VALUE", "REFRESH-TOKEN-VALUE", "PEM-BODY", "PRIVATE KEY"]
+        {
             assert!(!text.contains(leak), "{leak} in {text}");
         }
         assert!(text.contains("<withheld>"), "{text}");
@@ -102,14 +107,17 @@ async fn a_stored_secret_round_trips_and_a_row_moved_to_another_connection_does_
     assert_eq!(secrets::load(&db.pool, &key, &name("beta")).await.expect("load"), None);
 
     // The sealed column is not the JSON in the clear.
-    let (sealed,): (Vec<u8>,) = sqlx::query_as("SELECT sealed FROM gateway_secrets WHERE connection = 'alpha'")
-        .fetch_one(&db.pool)
-        .await
-        .expect("row");
+    let (sealed,): (Vec<u8>,) =
+        sqlx::query_as("SELECT sealed FROM gateway_secrets WHERE connection = 'alpha'")
+            .fetch_one(&db.pool)
+            .await
+            .expect("row");
     assert!(!String::from_utf8_lossy(&sealed).contains("REFRESH-TOKEN-VALUE"));
 
     // Copy alpha's blob into beta's row: it does not open as beta.
-    secrets::put(&db.pool, &key, &name("beta"), &Secret::Static { value: "beta-key".into() }).await.expect("put");
+    secrets::put(&db.pool, &key, &name("beta"), &Secret::Static { value: "beta-key".into() })
+        .await
+        .expect("put");
     sqlx::query("UPDATE gateway_secrets SET sealed = $1 WHERE connection = 'beta'")
         .bind(&sealed)
         .execute(&db.pool)

@@ -18,7 +18,11 @@ async fn started() -> (TestDb, Pki, Server) {
     (db, pki, server)
 }
 
-async fn ask(client: &reqwest::Client, server: &Server, body: serde_json::Value) -> reqwest::Result<reqwest::Response> {
+async fn ask(
+    client: &reqwest::Client,
+    server: &Server,
+    body: serde_json::Value,
+) -> reqwest::Result<reqwest::Response> {
     client.post(server.url()).json(&body).send().await
 }
 
@@ -37,7 +41,11 @@ async fn the_broker_gets_a_token_and_fixed_refusals() {
     let body: GatewayError = response.json().await.expect("error body");
     assert_eq!(body.error, GatewayRefusal::UnknownConnection);
 
-    for bad in [json!({"connection": "Not/A/Name"}), json!({"connection": "registry", "extra": 1}), json!("registry")] {
+    for bad in [
+        json!({"connection": "Not/A/Name"}),
+        json!({"connection": "registry", "extra": 1}),
+        json!("registry"),
+    ] {
         let response = ask(&broker, &server, bad.clone()).await.expect("request");
         assert_eq!(response.status(), 400, "{bad}");
         let body: GatewayError = response.json().await.expect("error body");
@@ -54,7 +62,8 @@ async fn a_terminator_certificate_from_the_same_ca_is_refused() {
     let result = ask(&terminator, &server, json!({"connection": "registry"})).await;
     assert!(result.is_err(), "the terminator got an answer: {result:?}");
     // The broker still does.
-    let response = ask(&broker_client(&pki), &server, json!({"connection": "registry"})).await.expect("request");
+    let response =
+        ask(&broker_client(&pki), &server, json!({"connection": "registry"})).await.expect("request");
     assert_eq!(response.status(), 200);
 }
 

@@ -57,7 +57,10 @@ impl TestDb {
         let admin = PgPool::connect(&admin_url)
             .await
             .unwrap_or_else(|e| panic!("cannot reach the test Postgres at {admin_url}: {e}"));
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.expect("create database");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&admin)
+            .await
+            .expect("create database");
         admin.close().await;
         let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url);
         let url = format!("{base}/{name}");
@@ -71,7 +74,12 @@ impl TestDb {
     }
 
     async fn pool_on(url: &str) -> PgPool {
-        let config = DatabaseConfig { url: url.to_owned(), max_connections: 4, migrate: true, ..DatabaseConfig::default() };
+        let config = DatabaseConfig {
+            url: url.to_owned(),
+            max_connections: 4,
+            migrate: true,
+            ..DatabaseConfig::default()
+        };
         patchpilot_fleet::store::connect(&config).await.expect("connect and migrate")
     }
 }
@@ -103,7 +111,8 @@ pub struct Pki {
 impl Pki {
     pub fn create() -> Pki {
         let dir = tempfile::tempdir().expect("tempdir");
-        mtls::init(dir.path(), &[identity::GATEWAY, identity::BROKER, identity::TERMINATOR]).expect("init PKI");
+        mtls::init(dir.path(), &[identity::GATEWAY, identity::BROKER, identity::TERMINATOR])
+            .expect("init PKI");
         let other = tempfile::tempdir().expect("tempdir");
         mtls::init(other.path(), &[identity::BROKER]).expect("init other PKI");
         Pki { dir, other }
