@@ -54,7 +54,9 @@ pub async fn run(config: ServiceConfig<Config>, fleet: FleetContext) -> Result<(
     let listener = tokio::net::TcpListener::bind(section.listen)
         .await
         .map_err(|source| Error::Bind { addr: section.listen, source })?;
-    tracing::info!(listen = %section.listen, "patchpilot-gateway serving");
+    // The bound address: `listen` may ask for port 0.
+    let addr = listener.local_addr().map_err(|source| Error::Bind { addr: section.listen, source })?;
+    tracing::info!(addr = %addr, "patchpilot-gateway serving");
     crate::server::serve(listener, tls, gateway, fleet.shutdown().clone()).await;
     Ok(())
 }

@@ -51,6 +51,7 @@ async fn upstream_handler(State(up): State<Upstream>, request: axum::extract::Re
             .collect(),
     };
     let path = request.uri().path().to_owned();
+    let seen_auth = seen.headers.get("authorization").cloned().unwrap_or_default();
     up.seen.lock().expect("seen").push(seen);
     let json = |status: u16, body: serde_json::Value| {
         (
@@ -69,6 +70,7 @@ async fn upstream_handler(State(up): State<Upstream>, request: axum::extract::Re
         "/v1/leak" => json(200, serde_json::json!({"token": "ghs_0123456789abcdefghijklmnopqrstuv"})),
         "/v1/unauthorized" => json(401, serde_json::json!({"error": format!("invalid key {UPSTREAM_ONLY_TEXT}")})),
         "/v1/fail" => json(500, serde_json::json!({"trace": format!("panic at key={UPSTREAM_ONLY_TEXT}")})),
+        "/v1/echo-auth" => json(200, serde_json::json!({"you_sent": seen_auth})),
         "/repos/o/r/releases/latest" => json(200, serde_json::json!({"tag_name": "v1.2.3"})),
         "/repos/o/r/tags" => json(200, serde_json::json!([{"name": "v1.2.3"}])),
         _ => json(200, serde_json::json!({"token": "ghs_0123456789abcdefghijklmnopqrstuv", "reached": path})),
@@ -184,6 +186,50 @@ impl Drop for BrokerHarness {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// A real `patchpilot-gateway` holding one static key for `secret`.
+pub async fn start_gateway(harness: &BrokerHarness, secret: &str, key: &str) -> anyhow::Result<(Service, String)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = harness.stack.dir.path();
+    let sealing_key = dir.join("gateway.key");
+    std::fs::write(&sealing_key, hex::encode(uuid::Uuid::new_v4().as_bytes().repeat(2)))?;
+    std::fs::set_permissions(&sealing_key, std::fs::Permissions::from_mode(0o600))?;
+    let tls = TlsFiles::in_dir(&harness.pki, identity::GATEWAY);
+    let config = harness.stack.write_config(
+        "gateway.toml",
+        &format!(
+            "[gateway]\nlisten = \"127.0.0.1:0\"\nkey_file = {sealing_key:?}\n\
+             [gateway.tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+            tls.ca, tls.cert, tls.key
+        ),
+    )?;
+    let value = dir.join("provider-key.txt");
+    std::fs::write(&value, format!("{key}\n"))?;
+    let config_arg = config.to_str().context("utf-8 path")?;
+    let value_arg = value.to_str().context("utf-8 path")?;
+    let put = patchpilot_e2e::run_binary(
+        "patchpilot-gateway",
+        &["put-secret", "--config", config_arg, "--connection", secret, "--kind", "static", "--value-file", value_arg],
+        &harness.stack.env(),
+    )
+    .await?;
+    anyhow::ensure!(put.code == Some(0), "put-secret failed: {}", put.stderr);
+    // The operator's copy goes; only the sealed one in Postgres remains.
+    std::fs::remove_file(&value)?;
+    let service = Service::spawn("patchpilot-gateway", &config, &harness.stack.env(), dir.join("gateway.log"))?;
+    let addr = service.logged_field("patchpilot-gateway serving", "addr", Duration::from_secs(30)).await?;
+    Ok((service, addr))
+}
+
+/// The `[broker.gateway]` section for a gateway at `addr`.
+pub fn gateway_section(harness: &BrokerHarness, addr: &str) -> String {
+    let tls = TlsFiles::in_dir(&harness.pki, identity::BROKER);
+    let port = addr.rsplit(':').next().unwrap_or("0");
+    format!(
+        "[broker.gateway]\nurl = \"https://127.0.0.1:{port}\"\n[broker.gateway.tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+        tls.ca, tls.cert, tls.key
+    )
 }
 
 /// A response as the guest reads it.
@@ -465,3 +511,45 @@ async fn only_the_terminators_identity_completes_a_call() -> anyhow::Result<()> 
 }
 
 use rustls::pki_types::pem::PemObject as _;
+
+#[tokio::test]
+async fn the_gateway_signs_upstream_calls_and_its_key_never_reaches_the_guest() -> anyhow::Result<()> {
+    const KEY: &str = "sk-proj-upstreamkey0123456789abcdefghijklmnop";
+    let mut harness = BrokerHarness::start("", 100).await?;
+    let (mut gateway, addr) = start_gateway(&harness, "openai-key", KEY).await?;
+    let connections = format!(
+        "{}\n[broker.connections.model]\nkind = \"openai\"\nbase_url = \"http://{{upstream}}/v1\"\n\
+         secret = \"openai-key\"\nroutes = [\"/chat/completions\", \"/echo-auth\"]\n",
+        gateway_section(&harness, &addr)
+    );
+    harness.restart(&connections, 100).await?;
+    let cap = harness.mint("run-g", &["model"]).await?;
+    let sock = harness.terminator("run-g")?;
+    let ok = guest(&sock, "POST", "/v1/c/model/chat/completions", &cap, "{}").await?;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let seen = harness.upstream.seen();
+    assert_eq!(seen[0].headers.get("authorization").map(String::as_str), Some(format!("Bearer {KEY}").as_str()));
+    // An upstream that echoes the credential: withheld.
+    let echo = guest(&sock, "POST", "/v1/c/model/echo-auth", &cap, "{}").await?;
+    assert_eq!(echo.refusal().as_deref(), Some("route_denied"));
+    for answer in [&ok, &echo] {
+        assert!(!answer.body.contains(KEY) && !answer.head.contains(KEY));
+    }
+    // The key is nowhere in the broker's records or log either.
+    let recorded = calls(&harness, "run-g").await?;
+    assert!(!format!("{recorded:?}").contains(KEY));
+    assert!(!harness.broker.as_ref().context("broker")?.log_text().contains(KEY));
+
+    // The gateway goes down: a new run (no cached token) gets the fixed
+    // error, and the call is recorded.
+    gateway.kill();
+    let cap2 = harness.mint("run-g2", &["model"]).await?;
+    let sock2 = harness.terminator("run-g2")?;
+    let down = guest(&sock2, "POST", "/v1/c/model/chat/completions", &cap2, "{}").await?;
+    assert_eq!(down.status, 502);
+    assert_eq!(down.refusal().as_deref(), Some("upstream_failed"));
+    assert_eq!(down.body, r#"{"error":{"message":"upstream failed","type":"upstream_failed"}}"#);
+    let recorded = calls(&harness, "run-g2").await?;
+    assert!(recorded[0].reason.as_deref().is_some_and(|r| r.starts_with("gateway")), "{recorded:?}");
+    Ok(())
+}
