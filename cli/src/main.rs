@@ -20,6 +20,7 @@
 //! Connection settings come from `--config FILE` and `PATCHPILOT_…`
 //! variables, as for the services (see `scripts/services env`).
 
+mod broker;
 mod config;
 mod db;
 mod dlq;
@@ -70,6 +71,9 @@ enum Command {
     /// The local OSV advisory database.
     #[command(subcommand)]
     Db(db::Command),
+    /// The capability broker: create the local PKI.
+    #[command(subcommand)]
+    Broker(broker::Command),
     /// Fix a checkout's Dockerfile for an assessment: plan, build, rescan, diff.
     Remediate(remediate::Args),
     /// The microVM sandbox: build its image, run a command in it.
@@ -113,6 +117,7 @@ fn main() -> ExitCode {
             Command::Status(args) => status::run(&config, args).await,
             Command::Remediations(args) => remediations::run(&config, args).await,
             Command::Runs(command) => runs::run(&config, command).await,
+            Command::Broker(command) => broker::run(&config, command),
             Command::Dlq(command) => dlq::run(&config, command).await,
             Command::Scan(args) => scan::run(&config, args).await,
             Command::Db(command) => db::run(&config, command).await,

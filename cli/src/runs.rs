@@ -7,7 +7,9 @@
 //!   calls, tokens, how the session ended, gates);
 //! - `show RUN --transcript`: the model session's transcript
 //!   (`.patchpilot/transcript.jsonl`, the run's `session` artifact), one
-//!   line per event.
+//!   line per event;
+//! - `show RUN --calls`: the calls the run made through the capability
+//!   broker, from the broker's own record (`broker_calls`).
 //!
 //! Everything read from the object store came out of a sandbox and is
 //! untrusted: it is read with a size cap, and every text taken from it is
@@ -68,7 +70,13 @@ pub struct ShowArgs {
     /// Print the model session's transcript instead, one line per event.
     #[arg(long)]
     transcript: bool,
-    /// Print JSON (with `--transcript`: the transcript's events).
+    /// Print the calls the run made through the capability broker instead,
+    /// as the broker recorded them at the boundary (any run id: controller
+    /// runs and `sandbox run` alike).
+    #[arg(long, conflicts_with = "transcript")]
+    calls: bool,
+    /// Print JSON (with `--transcript`: the transcript's events; with
+    /// `--calls`: the calls).
     #[arg(long)]
     json: bool,
 }
@@ -144,7 +152,7 @@ pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCod
     let schema_ready: bool = sqlx::query_scalar("SELECT to_regclass('public.controller_runs') IS NOT NULL")
         .fetch_one(&pool)
         .await?;
-    let store = Store::new(pool);
+    let store = Store::new(pool.clone());
     match command {
         Command::List(args) => {
             if !schema_ready {
@@ -174,6 +182,7 @@ pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCod
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Show(args) if args.calls => show_calls(&pool, &args.run, args.json).await,
         Command::Show(args) => {
             let record = match schema_ready {
                 true => store.run(&args.run).await?,
@@ -191,6 +200,43 @@ pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCod
             show_run(config, &record, args.json).await
         }
     }
+}
+
+/// `runs show RUN --calls`: the broker's record of the run's calls, oldest
+/// first: connection, method, route, what the guest got and why.
+async fn show_calls(pool: &sqlx::PgPool, run: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let ready: bool = sqlx::query_scalar("SELECT to_regclass('public.broker_calls') IS NOT NULL")
+        .fetch_one(pool)
+        .await?;
+    let calls = if ready { patchpilot_broker::store::calls(pool, run).await? } else { Vec::new() };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&calls)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if calls.is_empty() {
+        println!("run {}: no calls through the broker", printable(run, 128));
+        return Ok(ExitCode::SUCCESS);
+    }
+    for c in &calls {
+        let outcome = match c.refusal {
+            Some(refusal) => format!("refused {refusal}: {}", printable(c.reason.as_deref().unwrap_or(""), 120)),
+            None => format!("upstream {}", c.upstream_status.map_or("-".to_owned(), |s| s.to_string())),
+        };
+        println!(
+            "{}  {:<12} {:<6} {:<28} {}  {} B in, {} B out, {} tokens, {:.1} ms  {}",
+            c.at.map(time).unwrap_or_default(),
+            printable(&c.connection, 12),
+            printable(&c.method, 6),
+            printable(c.route.as_deref().unwrap_or("-"), 28),
+            c.status,
+            c.request_bytes,
+            c.response_bytes,
+            c.model_tokens,
+            c.latency_us as f64 / 1000.0,
+            outcome,
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn artifacts(config: &CliConfig) -> anyhow::Result<ArtifactStore> {

@@ -88,6 +88,11 @@ pub struct RunArgs {
     /// Scratch disc in MiB.
     #[arg(long)]
     disk: Option<u32>,
+    /// Grant the command a broker connection (`[broker.connections.NAME]`
+    /// on the broker; `[sandbox.broker]` says where the broker is). Inside,
+    /// `PATCHPILOT_BROKER_URL` and `PATCHPILOT_CAPABILITY` are set.
+    #[arg(long = "connection", value_name = "NAME")]
+    connections: Vec<patchpilot_model::broker::ConnectionName>,
     /// Keep the results (patch, transcript…) in this folder.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -246,6 +251,19 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
         connect_timeout: Duration::from_secs(10),
         max_connections: 256,
     };
+    let broker = if args.connections.is_empty() {
+        None
+    } else {
+        let client = patchpilot_sandbox::broker::RunBroker::new(&config.sandbox.broker)
+            .context("[sandbox.broker]")?
+            .context("--connection needs a broker: set [sandbox.broker] url and tls")?;
+        let granted = client.grant(&run_id, "cli", &args.connections).await.context("--connection")?;
+        for c in &granted.grant.connections {
+            eprintln!("sandbox: granted connection {} ({}: {} {})", c.name, c.kind, c.methods.join(","), c.routes.join(" "));
+        }
+        env.extend(granted.env);
+        Some((client, granted.link))
+    };
     let keep = args.out.clone();
     let scratch_out = tempfile::tempdir().context("creating a folder for the results")?;
     let out_dir = keep.clone().unwrap_or_else(|| scratch_out.path().to_owned());
@@ -259,8 +277,10 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
         insecure_registries: args.insecure_registry.clone(),
         limits,
         egress: Some(EgressSetup { config: forwarder }),
+        broker: broker.as_ref().map(|(_, link)| link.clone()),
         out_dir: out_dir.clone(),
     };
+    let run_id = request.run_id.clone();
     eprintln!(
         "sandbox: booting a {} microVM ({} vCPU, {} MiB)",
         sandbox.vmm_name(),
@@ -270,14 +290,22 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
     let mut interrupts = Interrupts::new()?;
     let mut printer = Printer;
     let report = tokio::select! {
-        report = sandbox.execute(request, &mut printer) => report?,
+        report = sandbox.execute(request, &mut printer) => report,
         signal = interrupts.next() => {
             // `execute` is dropped here: its cleanup kills the VM's
             // processes and removes the run folder before we exit.
+            if let Some((client, _)) = &broker {
+                client.revoke(&run_id).await;
+            }
             eprintln!("sandbox: {signal}: the VM was stopped and its run folder removed");
             return Ok(ExitCode::from(128 + signal.number()));
         }
     };
+    // The run is over: its capability dies with it.
+    if let Some((client, _)) = &broker {
+        client.revoke(&run_id).await;
+    }
+    let report = report?;
     eprintln!(
         "sandbox: {:?}: {} (VM start {} ms after request, agent answered {} ms after VM start at guest uptime {} ms, total {:.1} s)",
         report.outcome,

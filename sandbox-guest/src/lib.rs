@@ -24,6 +24,8 @@
 //! - [`egress`]: the guest network plan (dummy route, NAT rules) and the DNS
 //!   responder and TCP redirector that hand every lookup and connection to
 //!   the host's forwarder over vsock.
+//! - [`broker`]: the loopback listener that carries the agent's broker
+//!   calls to the host's terminator over vsock.
 //! - [`docker`]: dockerd inside the guest, started when a run asks for it.
 //!
 //! # What it must never do
@@ -38,6 +40,7 @@
 //!   no socket to the outside itself, every byte leaves over vsock.
 
 pub mod artifacts;
+pub mod broker;
 pub mod control;
 pub mod docker;
 pub mod egress;

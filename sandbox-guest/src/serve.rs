@@ -105,6 +105,15 @@ pub async fn run() -> Result<(), Error> {
         };
         let _ = egress_tx.send(Some(state));
     });
+    // Bound now; loopback comes up with the egress set-up, which every
+    // command waits for.
+    let broker = match crate::broker::bind().await {
+        Ok(listener) => Some(tokio::spawn(crate::broker::serve(listener, Arc::new(VsockConnector::default())))),
+        Err(e) => {
+            eprintln!("patchpilot-guest: the broker path is unavailable: {e}");
+            None
+        }
+    };
     let listener = VsockListener::bind(VsockAddr::new(VMADDR_CID_ANY, CONTROL_PORT))
         .map_err(|source| Error::Listen { port: CONTROL_PORT, source })?;
     let incoming = futures::stream::unfold(listener, |listener| async move {
@@ -123,6 +132,9 @@ pub async fn run() -> Result<(), Error> {
         .await
         .map_err(Error::Serve)?;
     drop(egress_holder);
+    if let Some(broker) = broker {
+        broker.abort();
+    }
     nix::unistd::sync();
     Ok(())
 }

@@ -27,6 +27,14 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWri
 pub const DNS_PORT: u32 = 1053;
 /// Host vsock port of the TCP forwarder.
 pub const TCP_PORT: u32 = 1080;
+/// Host vsock port of the capability broker's terminator: the guest's one
+/// path to the broker, outside the egress policy. The host listens on it
+/// only for runs granted a connection.
+pub const BROKER_PORT: u32 = 1480;
+/// The guest's loopback port that carries connections to [`BROKER_PORT`]:
+/// `PATCHPILOT_BROKER_URL` is `http://127.0.0.1:4480`. Loopback only, so
+/// a container the agent builds cannot reach it.
+pub const BROKER_GUEST_PORT: u16 = 4480;
 /// The longest control line accepted (`CONNECT [v6]:port` fits easily).
 pub const MAX_LINE: usize = 256;
 

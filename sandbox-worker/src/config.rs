@@ -60,6 +60,10 @@ pub struct SandboxConfig {
     pub insecure_registries: Vec<String>,
     /// Durable consumer name on `SANDBOX_RUNS`.
     pub consumer: String,
+    /// The capability broker runs granted connections reach
+    /// (`[sandbox.broker]`: its URL and the terminator's TLS identity);
+    /// unset: no run gets a connection.
+    pub broker: patchpilot_broker::terminator::BrokerEndpoint,
 }
 
 impl Default for SandboxConfig {
@@ -76,6 +80,7 @@ impl Default for SandboxConfig {
             host_aliases: BTreeMap::new(),
             insecure_registries: Vec::new(),
             consumer: "sandbox-worker".into(),
+            broker: patchpilot_broker::terminator::BrokerEndpoint::default(),
         }
     }
 }
@@ -93,6 +98,18 @@ impl Validate for SandboxConfig {
         }
         if self.consumer.is_empty() {
             return Err(config::Error::invalid(key(prefix, "consumer"), "must not be empty"));
+        }
+        if let Some(url) = &self.broker.url {
+            let at = key(prefix, "broker");
+            if url.scheme() != "https" || url.host_str().is_none() {
+                return Err(config::Error::invalid(key(&at, "url"), "must be an https URL with a host"));
+            }
+            if !self.broker.tls.is_set() {
+                return Err(config::Error::invalid(
+                    key(&at, "tls"),
+                    "ca, cert and key must all be set (the terminator's identity; patchpilot broker init writes one)",
+                ));
+            }
         }
         for name in self.host_aliases.keys() {
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') {

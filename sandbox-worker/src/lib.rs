@@ -21,6 +21,8 @@
 //! - [`egress`]: the per-run policy, the host forwarder and the audit trail
 //!   of every allow and deny (the wire protocol it speaks is re-exported
 //!   from `patchpilot-sandbox-wire`).
+//! - [`broker`]: a run's connections through the capability broker:
+//!   mint, the guest's variables, the terminator's link, revoke.
 //! - [`run`]: one run start to finish, shared by the worker service and
 //!   `patchpilot sandbox run`.
 //! - [`worker`]: the `patchpilot-sandbox-worker` service; [`config`] its
@@ -39,6 +41,7 @@
 //!   host, not by asking the guest.
 //! - Leave a process, socket or file behind after a run, whatever its end.
 
+pub mod broker;
 pub mod config;
 pub mod egress;
 pub mod image;

@@ -128,6 +128,9 @@ pub struct RunRequest {
     pub limits: Limits,
     /// Egress; `None` means the guest has no way out at all.
     pub egress: Option<EgressSetup>,
+    /// The path to the capability broker: a terminator on the VM's broker
+    /// port stamping this run's id. `None`: the port is closed.
+    pub broker: Option<patchpilot_broker::terminator::BrokerLink>,
     /// Where the results are written on the host.
     pub out_dir: PathBuf,
 }
@@ -309,7 +312,8 @@ impl Sandbox {
         std::fs::create_dir_all(&run_dir).map_err(io(format!("creating {}", run_dir.display())))?;
         std::fs::create_dir_all(&request.out_dir)
             .map_err(io(format!("creating {}", request.out_dir.display())))?;
-        let mut cleanup = RunCleanup { run_dir: run_dir.clone(), vm: None, forwarder: None };
+        let mut cleanup =
+            RunCleanup { run_dir: run_dir.clone(), vm: None, forwarder: None, terminator: None };
         let report = self.execute_in(&request, &run_dir, received, observer, &mut cleanup).await;
         cleanup.finish().await;
         report
@@ -330,6 +334,25 @@ impl Sandbox {
                 .await
                 .map_err(|e| Error::Invalid(format!("starting the egress forwarder: {e}")))?;
             cleanup.forwarder = Some(handle);
+        }
+        if let Some(link) = &request.broker {
+            // The VMM delivers the guest's connections to BROKER_PORT on
+            // this socket, which belongs to this VM alone: it is the run's
+            // identity.
+            let socket = patchpilot_sandbox_wire::protocol::port_socket_path(
+                &run_dir.join("vm.vsock"),
+                patchpilot_sandbox_wire::protocol::BROKER_PORT,
+            );
+            let listener = tokio::net::UnixListener::bind(&socket)
+                .map_err(io(format!("listening on the broker port {}", socket.display())))?;
+            let stop = tokio_util::sync::CancellationToken::new();
+            tokio::spawn(patchpilot_broker::terminator::serve(
+                listener,
+                request.run_id.clone(),
+                link.clone(),
+                stop.clone(),
+            ));
+            cleanup.terminator = Some(stop.drop_guard());
         }
         let spec = VmSpec {
             name: request.run_id.clone(),
@@ -678,6 +701,8 @@ struct RunCleanup {
     run_dir: PathBuf,
     vm: Option<Box<dyn Vm>>,
     forwarder: Option<forwarder::ForwarderHandle>,
+    /// Stops the run's terminator when dropped.
+    terminator: Option<tokio_util::sync::DropGuard>,
 }
 
 impl RunCleanup {
@@ -685,6 +710,7 @@ impl RunCleanup {
         if let Some(mut vm) = self.vm.take() {
             let _ = vm.kill().await;
         }
+        drop(self.terminator.take());
         if let Some(handle) = self.forwarder.take() {
             handle.shutdown().await;
         }
@@ -711,6 +737,7 @@ impl Drop for RunCleanup {
         // After `finish` there is nothing left, and the folder is gone.
         drop(self.vm.take());
         drop(self.forwarder.take());
+        drop(self.terminator.take());
         self.remove_run_dir();
     }
 }

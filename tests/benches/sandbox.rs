@@ -280,6 +280,7 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
             insecure_registries: vec![],
             limits,
             egress: None,
+            broker: None,
             out_dir: out.path().to_owned(),
         };
         let mut sampler = Sampler::default();
@@ -346,6 +347,7 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
         insecure_registries: vec![],
         limits,
         egress: Some(EgressSetup { config: forwarder }),
+        broker: None,
         out_dir: out.path().to_owned(),
     };
     sandbox.execute(request, &mut lines).await?;

@@ -418,6 +418,7 @@ impl Worker {
             insecure_registries: self.insecure_registries.clone(),
             limits: job.limits,
             egress: Some(EgressSetup { config: forwarder }),
+            broker: None,
             out_dir,
         };
         let mut observer = Observer { received, metrics: self.metrics.clone() };

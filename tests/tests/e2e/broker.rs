@@ -310,6 +310,7 @@ async fn a_granted_call_reaches_only_its_connection_and_every_call_is_recorded()
     assert_eq!(seen.len(), 1);
     let s = &seen[0];
     assert_eq!(s.path_and_query, "/v1/chat/completions");
+    assert_eq!(s.method, "POST");
     assert_eq!(s.headers.get("host").map(String::as_str), Some(harness.upstream_addr.to_string().as_str()));
     for dropped in ["authorization", "x-forwarded-host", "cookie", "x-patchpilot-run", "x-patchpilot-capability"] {
         assert!(!s.headers.contains_key(dropped), "{dropped} reached the upstream: {:?}", s.headers);
@@ -551,5 +552,136 @@ async fn the_gateway_signs_upstream_calls_and_its_key_never_reaches_the_guest() 
     assert_eq!(down.body, r#"{"error":{"message":"upstream failed","type":"upstream_failed"}}"#);
     let recorded = calls(&harness, "run-g2").await?;
     assert!(recorded[0].reason.as_deref().is_some_and(|r| r.starts_with("gateway")), "{recorded:?}");
+    Ok(())
+}
+
+/// The `[sandbox.broker]` environment for the CLI: the broker's URL and the
+/// terminator's identity, which stay on the host.
+fn sandbox_broker_env(harness: &BrokerHarness) -> anyhow::Result<Vec<(String, String)>> {
+    let tls = &harness.endpoint.tls;
+    let path = |p: &Path| p.to_str().map(str::to_owned).context("utf-8 path");
+    Ok(vec![
+        ("PATCHPILOT_SANDBOX__BROKER__URL".into(), harness.endpoint.url.as_ref().context("url")?.to_string()),
+        ("PATCHPILOT_SANDBOX__BROKER__TLS__CA".into(), path(&tls.ca)?),
+        ("PATCHPILOT_SANDBOX__BROKER__TLS__CERT".into(), path(&tls.cert)?),
+        ("PATCHPILOT_SANDBOX__BROKER__TLS__KEY".into(), path(&tls.key)?),
+    ])
+}
+
+/// The compromised agent: every way out of its grant, tried from inside a
+/// real microVM with curl, each answer printed. Run A prints its
+/// capability; run B replays it.
+const COMPROMISED_AGENT: &str = r#"
+B="$PATCHPILOT_BROKER_URL"; C="$PATCHPILOT_CAPABILITY"
+try() { name=$1; shift; code=$(curl -s --path-as-is -o /tmp/body -w '%{http_code}' -H "x-patchpilot-capability: $C" "$@"); echo "$name $code $(cat /tmp/body)"; }
+try granted -X POST -d '{}' "$B/v1/c/model/chat/completions"
+try sdk-style -X POST -d '{}' -H "authorization: Bearer $PP_CAP_MODEL" "$PP_MODEL_URL/chat/completions"
+try not-granted "$B/v1/c/registry/v2/"
+try minting "$B/v1/c/github/app/installations/1/access_tokens"
+try oidc "$B/v1/c/github/repos/o/r/actions/oidc/customization/sub"
+try dotdot "$B/v1/c/model/../github/repos/o/r/tags"
+try encoded -X POST -d '{}' "$B/v1/c/model/%2e%2e/chat/completions"
+try host-override -X POST -d '{}' -H "Host: evil.test" -H "x-forwarded-host: evil.test" "$B/v1/c/model/chat/completions"
+try run-header -X POST -d '{}' -H "x-patchpilot-run: someone-else" "$B/v1/c/model/chat/completions"
+try absolute -X POST -d '{}' --request-target "http://127.0.0.1:1/v1/c/model/chat/completions" "$B/"
+try admin -X POST -d '{"worker":"cli"}' "$B/admin/v1/sweep"
+try echo-key -X POST -d '{}' "$B/v1/c/model/echo-auth"
+echo "env:"; env | sort
+found=0
+for d in /etc /root /workspace /tmp /run /mnt/scratch /var; do grep -rqs 'sk-proj-' "$d" && { echo "FOUND a key under $d"; found=1; }; done
+echo "searched found=$found"
+echo "CAPABILITY=$C"
+"#;
+
+#[tokio::test]
+async fn a_compromised_agent_in_a_microvm_is_refused_everything_outside_its_grant_and_never_sees_the_key() -> anyhow::Result<()> {
+    if let Some(reason) = patchpilot_e2e::sandbox::unavailable() {
+        eprintln!("SKIPPED broker in a microVM: {reason}");
+        return Ok(());
+    }
+    const KEY: &str = "sk-proj-vmtestupstreamkey0123456789abcdefghij";
+    let mut harness = BrokerHarness::start("", 100).await?;
+    let (_gateway, addr) = start_gateway(&harness, "openai-key", KEY).await?;
+    let connections = format!(
+        "{}\n[broker.connections.model]\nkind = \"openai\"\nbase_url = \"http://{{upstream}}/v1\"\n\
+         secret = \"openai-key\"\nroutes = [\"/chat/completions\", \"/echo-auth\"]\n\
+         [broker.connections.github]\nkind = \"github-read\"\nbase_url = \"http://{{upstream}}/\"\nauth = \"none\"\nroutes = [\"/**\"]\n\
+         [broker.connections.registry]\nkind = \"http\"\nbase_url = \"http://{{upstream}}/\"\nauth = \"none\"\n",
+        gateway_section(&harness, &addr)
+    );
+    harness.restart(&connections, 100).await?;
+    let env = sandbox_broker_env(&harness)?;
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("app.txt"), "app\n")?;
+    let ws_arg = ws.path().display().to_string();
+    let run = |script: String| {
+        let env = env.clone();
+        let ws_arg = ws_arg.clone();
+        async move {
+            patchpilot_e2e::run_binary(
+                "patchpilot",
+                &[
+                    "sandbox", "run", "--workspace", &ws_arg, "--timeout", "180", "--connection", "model",
+                    "--connection", "github", "--", "sh", "-c", &script,
+                ],
+                &env,
+            )
+            .await
+        }
+    };
+    let a = run(COMPROMISED_AGENT.to_owned()).await?;
+    let out = &a.stdout;
+    assert_eq!(a.code, Some(0), "stdout:\n{out}\nstderr:\n{}", a.stderr);
+    let line = |name: &str| out.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or("").to_owned();
+    assert!(line("granted").starts_with("granted 200 ") && line("granted").contains("hello"), "{out}");
+    assert!(line("sdk-style").starts_with("sdk-style 200 "), "{out}");
+    for (name, refusal) in [
+        ("not-granted", "connection_not_granted"),
+        ("minting", "route_denied"),
+        ("oidc", "route_denied"),
+        ("dotdot", "route_denied"),
+        ("encoded", "route_denied"),
+        ("admin", "route_denied"),
+        ("echo-key", "route_denied"),
+    ] {
+        assert!(line(name).contains(&format!("\"type\":\"{refusal}\"")), "{name}: {}\n{out}", line(name));
+    }
+    // A Host, forwarded-host or run header changes nothing: the call is
+    // this run's and goes to the connection's base. An absolute request
+    // target is reduced to its path.
+    assert!(line("host-override").starts_with("host-override 200 "), "{out}");
+    assert!(line("run-header").starts_with("run-header 200 "), "{out}");
+    assert!(line("absolute").starts_with("absolute 200 "), "{out}");
+    let seen = harness.upstream.seen();
+    assert!(seen.iter().all(|s| s.path_and_query == "/v1/chat/completions" || s.path_and_query == "/v1/echo-auth"), "{seen:?}");
+    assert!(seen.iter().all(|s| s.headers.get("host").is_some_and(|h| h == &harness.upstream_addr.to_string())));
+    assert!(seen.iter().filter(|s| s.path_and_query == "/v1/chat/completions").all(|s| s.headers.get("authorization").is_some_and(|a| a == &format!("Bearer {KEY}"))));
+    // The key is nowhere the guest could look: env, disc, answers, errors.
+    assert!(out.contains("searched found=0"), "{out}");
+    assert!(out.contains("PATCHPILOT_CAPABILITY=ppcap_"), "{out}");
+    assert!(!out.contains(KEY) && !a.stderr.contains(KEY), "the key reached the guest:\n{out}");
+    let capability = out
+        .lines()
+        .find_map(|l| l.strip_prefix("CAPABILITY="))
+        .context("the run printed its capability")?
+        .to_owned();
+    // Every call is on record under the run's id, as the broker saw it.
+    let run_a: String =
+        sqlx::query_scalar("SELECT run_id FROM broker_calls ORDER BY id LIMIT 1").fetch_one(&harness.stack.pool).await?;
+    let recorded = calls(&harness, &run_a).await?;
+    assert!(recorded.iter().any(|c| c.refusal.is_some()) && recorded.iter().any(|c| c.status == 200));
+    assert!(recorded.iter().all(|c| c.run_id == run_a), "a run header from the guest never renamed a call");
+
+    // Run B replays run A's token after run A ended: refused.
+    let replay = format!(
+        "code=$(curl -s -o /tmp/body -w '%{{http_code}}' -X POST -d '{{}}' -H 'x-patchpilot-capability: {capability}' \
+         \"$PATCHPILOT_BROKER_URL/v1/c/model/chat/completions\"); echo \"replay $code $(cat /tmp/body)\""
+    );
+    let b = run(replay).await?;
+    assert!(b.stdout.contains("replay 401 ") && b.stdout.contains("capability_invalid"), "stdout:\n{}\nstderr:\n{}", b.stdout, b.stderr);
+    // `patchpilot runs show RUN --calls` lists run A's calls.
+    let shown = harness.stack.cli(&["runs", "show", &run_a, "--calls"]).await?;
+    assert_eq!(shown.code, Some(0), "{}", shown.stderr);
+    assert!(shown.stdout.contains("refused route_denied") && shown.stdout.contains("/chat/completions"), "{}", shown.stdout);
     Ok(())
 }

@@ -62,6 +62,7 @@ fn request(run_id: &str, workspace: &Path, out: &Path, script: &str, limits: Lim
         insecure_registries: Vec::new(),
         limits,
         egress: None,
+        broker: None,
         out_dir: out.to_owned(),
     }
 }
