@@ -16,6 +16,7 @@ use crate::notify::NotifierConfig;
 use patchpilot_forge::github::GitHubConfig;
 use patchpilot_forge_local::CheckUser;
 use patchpilot_model::TaskModel;
+use patchpilot_model::broker::ConnectionName;
 use patchpilot_vet::VetPolicy;
 
 /// Everything `patchpilot-controller` reads at start: the shared sections
@@ -146,6 +147,14 @@ pub struct ControllerConfig {
     /// credential works (a model served on the fleet's own network): a
     /// hosted provider's key never goes here, nor into a VM.
     pub model: Option<TaskModel>,
+    /// The capability-broker connection the model is reached through
+    /// (`model_connection = "model"`): runs are granted it, and the worker
+    /// hands the agent the broker's address and the run's capability, so
+    /// `model.base_url` stays unset and no key is anywhere near the VM.
+    pub model_connection: Option<ConnectionName>,
+    /// Broker connections runs may use, by repository (`owner/name`, or a
+    /// glob such as `owner/*` or `*`); a run gets every matching entry's.
+    pub connections: BTreeMap<String, Vec<ConnectionName>>,
 }
 
 impl Default for ControllerConfig {
@@ -175,6 +184,8 @@ impl Default for ControllerConfig {
             notifiers: vec![NotifierConfig::Stdout],
             webhook: None,
             model: None,
+            model_connection: None,
+            connections: BTreeMap::new(),
         }
     }
 }
@@ -183,6 +194,19 @@ impl ControllerConfig {
     /// Whether `repo_url` is one of [`ControllerConfig::repositories`].
     pub fn works_on(&self, repo_url: &str) -> bool {
         self.repositories.iter().any(|p| glob_match(p, repo_url))
+    }
+
+    /// The broker connections a run on `repo` (`owner/name`) is granted:
+    /// every matching `connections` entry's, and the model's.
+    pub fn connections_for(&self, repo: &str) -> Vec<ConnectionName> {
+        let mut out: Vec<ConnectionName> = Vec::new();
+        let matching = self.connections.iter().filter(|(pattern, _)| glob_match(pattern, repo));
+        for name in matching.flat_map(|(_, names)| names).chain(self.model_connection.iter()) {
+            if !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        out
     }
 
     /// The lease length.
@@ -247,12 +271,26 @@ impl Validate for ControllerConfig {
         if let Some(model) = &self.model {
             // `model.…` keys: the task names its fields the same way.
             model.validate().map_err(|e| config::Error::invalid(key(prefix, &e.path), e.reason))?;
-            if model.base_url.is_none() {
-                return Err(config::Error::invalid(
-                    key(prefix, "model.base_url"),
-                    "is required: the sandbox reaches the model there through the run's egress",
-                ));
+            match (&model.base_url, &self.model_connection) {
+                (None, None) => {
+                    return Err(config::Error::invalid(
+                        key(prefix, "model.base_url"),
+                        "is required without model_connection: the sandbox reaches the model there through the run's egress",
+                    ));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(config::Error::invalid(
+                        key(prefix, "model.base_url"),
+                        "must be unset with model_connection: the broker's connection says where the model is",
+                    ));
+                }
+                _ => {}
             }
+        } else if self.model_connection.is_some() {
+            return Err(config::Error::invalid(
+                key(prefix, "model_connection"),
+                "needs [controller.model] (provider and model; no base_url)",
+            ));
         }
         for repo in self.instructions.keys() {
             if patchpilot_forge::Repo::from_url(&format!("local://{repo}")).is_err() {
@@ -332,6 +370,22 @@ mod tests {
             serde_json::json!({"provider": "openai", "base_url": "http://models.internal:8080", "model": "m"}),
         );
         assert!(ok.validate("controller").is_ok());
+        let brokered: ControllerConfig = serde_json::from_value(serde_json::json!({
+            "model": {"provider": "openai", "model": "m"},
+            "model_connection": "model",
+            "connections": {"*": ["github"], "acme/*": ["registry", "github"]},
+        }))
+        .expect("parses");
+        assert!(brokered.validate("controller").is_ok());
+        let names = |repo: &str| brokered.connections_for(repo).iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        assert_eq!(names("acme/app"), ["github", "registry", "model"]);
+        assert_eq!(names("other/app"), ["github", "model"]);
+        let both: ControllerConfig = serde_json::from_value(serde_json::json!({
+            "model": {"provider": "openai", "base_url": "http://m:1", "model": "m"},
+            "model_connection": "model",
+        }))
+        .expect("parses");
+        assert!(both.validate("controller").expect_err("refused").to_string().contains("controller.model.base_url"));
         for (bad, field) in [
             (serde_json::json!({"provider": "openai", "model": "m"}), "controller.model.base_url"),
             (

@@ -472,6 +472,7 @@ impl Executor {
             egress,
             limits: RunLimits::default(),
             docker: self.config.agent_docker,
+            connections: self.config.connections_for(&repo.to_string()),
         });
         // Recorded before it is published, so a result can never arrive
         // for a run the store does not know.

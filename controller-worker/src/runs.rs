@@ -91,6 +91,8 @@ pub struct RunRequestSpec {
     /// Whether the VM starts its Docker daemon (the built-in agent builds
     /// and rescans with it).
     pub docker: bool,
+    /// Broker connections the run is granted.
+    pub connections: Vec<patchpilot_model::broker::ConnectionName>,
 }
 
 /// The run request.
@@ -101,14 +103,15 @@ pub fn sandbox_run(spec: &RunRequestSpec) -> SandboxRun {
         purpose: spec.purpose,
         workspace_object: spec.workspace_object.clone(),
         agent_command: spec.agent_command.clone(),
-        // Capabilities and endpoints would go here; the controller has none
-        // to give yet, and never gives a credential.
+        // The controller never gives a credential, nor a capability: the
+        // worker mints the run's from `connections` when the run starts.
         env: Default::default(),
         egress: spec.egress.clone(),
         limits: spec.limits,
         docker: spec.docker,
         attempt: spec.attempt,
         ci_logs_object: spec.ci_logs_object.clone(),
+        connections: spec.connections.clone(),
         requested_at: Some(chrono::Utc::now()),
     }
 }
@@ -150,7 +153,9 @@ mod tests {
             egress: EgressPolicy::default(),
             limits: RunLimits::default(),
             docker: true,
+            connections: vec!["model".parse().expect("name")],
         });
+        assert_eq!(run.connections.len(), 1);
         assert_eq!(run.purpose, RunPurpose::Repair);
         assert!(run.env.is_empty());
         assert_eq!(run.ci_logs_object.as_deref(), Some("ci/rem-1-r1-2.md"));

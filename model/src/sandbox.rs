@@ -168,6 +168,8 @@ pub struct SandboxRun {
     pub ci_logs_object: Option<String>,
     /// When the controller asked for it.
     pub requested_at: Option<DateTime<Utc>>,
+    /// Capability-broker connections the run may use.
+    pub connections: Vec<crate::broker::ConnectionName>,
 }
 
 /// Whether `run_id` is a valid run id.
@@ -209,6 +211,7 @@ impl From<&SandboxRun> for v1::SandboxRun {
             attempt: r.attempt,
             ci_logs_object: r.ci_logs_object.clone().unwrap_or_default(),
             requested_at: r.requested_at.map(timestamp),
+            connections: r.connections.iter().map(|c| c.as_str().to_owned()).collect(),
         }
     }
 }
@@ -245,6 +248,12 @@ impl TryFrom<v1::SandboxRun> for SandboxRun {
             return Err(ValidationError::new(format!("agent_command[{i}]"), "contains a NUL byte"));
         }
         let egress = EgressPolicy::try_from(m.egress.unwrap_or_default()).map_err(|e| e.within("egress"))?;
+        let connections = m
+            .connections
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.parse().map_err(|e: crate::broker::InvalidConnectionName| ValidationError::new(format!("connections[{i}]"), e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(SandboxRun {
             run_id: m.run_id,
             remediation_id: m.remediation_id,
@@ -258,6 +267,7 @@ impl TryFrom<v1::SandboxRun> for SandboxRun {
             attempt: m.attempt,
             ci_logs_object,
             requested_at: m.requested_at.and_then(from_timestamp),
+            connections,
         })
     }
 }
@@ -445,6 +455,7 @@ mod tests {
             docker: true,
             attempt: 2,
             ci_logs_object: Some("ci/rem-1.md".into()),
+            connections: vec!["model".parse().expect("name")],
             requested_at: DateTime::from_timestamp(1_700_000_000, 0),
         }
     }

@@ -57,6 +57,8 @@ pub struct RunJob {
     pub attempt: u32,
     /// Object-store key of CI logs, for repair runs.
     pub ci_logs_object: Option<String>,
+    /// Broker connections the run is granted.
+    pub connections: Vec<patchpilot_model::broker::ConnectionName>,
 }
 
 impl RunJob {
@@ -112,6 +114,7 @@ impl RunJob {
             docker: run.docker,
             attempt: run.attempt,
             ci_logs_object: run.ci_logs_object,
+            connections: run.connections,
         })
     }
 }

@@ -93,6 +93,9 @@ pub enum Error {
     /// The object store bucket could not be opened.
     #[error("the artifact store")]
     Artifacts(#[from] artifacts::Error),
+    /// `[sandbox.broker]` is not usable (its TLS files).
+    #[error("[sandbox.broker]")]
+    Broker(#[source] patchpilot_broker::Error),
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -193,6 +196,12 @@ pub struct Worker {
     /// them must not reuse its run folder.
     active: Mutex<HashSet<String>>,
     shutdown: CancellationToken,
+    /// The capability broker, when runs may be granted connections.
+    broker: Option<crate::broker::RunBroker>,
+    /// Who mints capabilities: `<host>:<state_dir>`, stable across restarts
+    /// (the state lock allows one worker per folder), so the start-up sweep
+    /// revokes what the previous process left live.
+    broker_owner: String,
 }
 
 /// Removes a run id from [`Worker::active`] and the staging folder however
@@ -408,22 +417,55 @@ impl Worker {
             connect_timeout: CONNECT_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
         };
+        // The run's capability, minted now so the grant is frozen at the
+        // run's start; revoked below however the run ends.
+        let mut env = job.env.clone();
+        let link = match (&self.broker, job.connections.is_empty()) {
+            (_, true) => None,
+            (None, false) => {
+                return Err(Failure::Final(
+                    RunOutcome::InfraError,
+                    "the run asks for broker connections and this worker has no [sandbox.broker]".into(),
+                ));
+            }
+            (Some(broker), false) => match broker.grant(&job.run_id, &self.broker_owner, &job.connections).await {
+                Ok(granted) => {
+                    env.extend(granted.env);
+                    Some(granted.link)
+                }
+                Err(e) if e.kind() == patchpilot_model::ErrorKind::Transient => {
+                    return Err(Failure::Retryable(format!("minting the run's capability: {}", error_chain(&e))));
+                }
+                Err(e) => {
+                    return Err(Failure::Final(
+                        RunOutcome::InfraError,
+                        format!("minting the run's capability: {}", error_chain(&e)),
+                    ));
+                }
+            },
+        };
         let request = RunRequest {
             run_id: job.run_id.clone(),
             workspace: Workspace::Tar(tar),
             command: job.command.clone(),
             context_dir: String::new(),
-            env: job.env.clone(),
+            env,
             docker: job.docker,
             insecure_registries: self.insecure_registries.clone(),
             limits: job.limits,
             egress: Some(EgressSetup { config: forwarder }),
-            broker: None,
+            broker: link,
             out_dir,
         };
         let mut observer = Observer { received, metrics: self.metrics.clone() };
         let report = tokio::select! {
-            report = self.sandbox.execute(request, &mut observer) => report,
+            report = async {
+                let report = self.sandbox.execute(request, &mut observer).await;
+                if let (Some(broker), false) = (&self.broker, job.connections.is_empty()) {
+                    broker.revoke(&job.run_id).await;
+                }
+                report
+            } => report,
             // Dropping the run kills its VM (kill_on_drop) and stops its
             // forwarder; the folder is removed here and anything else by
             // the next start-up sweep. The message goes back for another
@@ -661,6 +703,22 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
         );
     }
     let sandbox = Sandbox::prepare(section, &mut |m: &str| tracing::info!("{m}")).await?;
+    let broker = crate::broker::RunBroker::new(&section.broker).map_err(Error::Broker)?;
+    let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into());
+    let broker_owner = format!("{host}:{}", state_dir.display());
+    if let Some(broker) = &broker {
+        // The previous process's runs are over (the sweep above killed
+        // their VMs): so are their capabilities. A broker that cannot be
+        // reached now is logged; it refuses those tokens anyway once their
+        // runs' VMs are gone, as no terminator stamps their run ids.
+        match broker.sweep(&broker_owner).await {
+            Ok(revoked) if !revoked.is_empty() => {
+                tracing::warn!(revoked = revoked.len(), "revoked the capabilities of runs a previous worker left")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %error_chain(&e), "the start-up capability sweep failed"),
+        }
+    }
     tracing::info!(vmm = %sandbox.vmm_name(), image = %sandbox.image().key, "sandbox ready");
 
     let pool = fleet.pool().clone();
@@ -685,6 +743,8 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
         metrics,
         active: Mutex::new(HashSet::new()),
         shutdown: fleet.shutdown().clone(),
+        broker,
+        broker_owner,
     };
     tracing::info!(worker = %worker.name, slots = section.slots, state_dir = %state_dir.display(), "sandbox worker starting");
     let spec = ConsumerSpec {

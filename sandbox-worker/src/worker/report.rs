@@ -106,6 +106,7 @@ mod tests {
             docker: false,
             attempt: 0,
             ci_logs_object: None,
+            connections: Vec::new(),
             requested_at: None,
         };
         RunJob::from_wire(&run.encode(), &LimitsConfig::default()).expect("valid")

@@ -67,6 +67,7 @@ fn sandbox_run(run_id: &str, workspace_object: &str, script: &str) -> SandboxRun
         docker: false,
         attempt: 0,
         ci_logs_object: None,
+        connections: Vec::new(),
         requested_at: None,
     }
 }
@@ -319,5 +320,65 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
     assert!(status.success(), "{status:?}\n{}", second.log_text());
     assert_eq!(processes_naming(&runs), vec![], "processes left behind");
     assert_eq!(std::fs::read_dir(state.join("runs"))?.count(), 0, "run folders left behind");
+    Ok(())
+}
+
+/// A run that asks for a broker connection: the worker mints its
+/// capability at start (the guest gets the broker's loopback address, the
+/// capability and the model variables), the call goes through the run's
+/// terminator, and the capability is dead once the run has ended.
+#[tokio::test]
+async fn sandbox_worker_grants_a_runs_connections_and_revokes_them_when_it_ends() -> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("sandbox_worker_grants_a_runs_connections_and_revokes_them_when_it_ends").is_some() {
+        return Ok(());
+    }
+    let connections = r#"
+[broker.connections.model]
+kind = "openai"
+base_url = "http://{upstream}/v1"
+auth = "none"
+"#;
+    let broker = crate::broker::BrokerHarness::start(connections, 100).await?;
+    let stack = Stack::start().await?;
+    let state = private_state(&stack)?;
+    let (_checkout, tar_gz) = workspace(&stack)?;
+    let store = ArtifactStore::open(&stack.bus).await?;
+    store.put_bytes("workspaces/e2e-broker.tar.gz", &tar_gz).await?;
+    let tls = &broker.endpoint.tls;
+    let toml = format!(
+        "{}\n[sandbox.broker]\nurl = \"{}\"\n[sandbox.broker.tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+        patchpilot_e2e::sandbox::WORKER_TOML,
+        broker.endpoint.url.as_ref().map(|u| u.to_string()).unwrap_or_default(),
+        tls.ca,
+        tls.cert,
+        tls.key
+    );
+    let worker = patchpilot_e2e::sandbox::spawn_worker_with(&stack, &state, "worker", &toml)?;
+    // What an agent's model client does: its capability as the wire's
+    // bearer token, the broker's connection as its base URL.
+    let script = r#"curl -s -X POST -d '{}' -H "authorization: Bearer $PP_CAP_MODEL" "$PP_MODEL_URL/chat/completions" > answer.txt
+echo "$PATCHPILOT_CAPABILITY" > capability.txt; echo "$PATCHPILOT_BROKER_URL" > broker-url.txt"#;
+    let mut run = sandbox_run("e2e-broker", "workspaces/e2e-broker.tar.gz", script);
+    run.connections = vec!["model".parse()?];
+    stack.bus.publish(&topics::SANDBOX_RUNS, None, "e2e-broker", &run).await?;
+    let result = wait_result(&stack, &worker).await?;
+    assert_eq!(result.outcome, RunOutcome::Completed, "{result:?}\n{}", worker.log_text());
+    let patch = String::from_utf8(store.get_bytes("runs/e2e-broker/patch", 1 << 20).await?)?;
+    assert!(patch.contains("hello"), "the model call went through the broker: {patch}");
+    assert!(patch.contains("+http://127.0.0.1:4480"), "{patch}");
+    let capability = patch
+        .lines()
+        .find_map(|l| l.strip_prefix("+ppcap_"))
+        .map(|hex| format!("ppcap_{hex}"))
+        .ok_or_else(|| anyhow::anyhow!("no capability in {patch}"))?;
+    let recorded = patchpilot_broker::store::calls(&broker.stack.pool, "e2e-broker").await?;
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!((recorded[0].status, recorded[0].route.as_deref()), (200, Some("/chat/completions")));
+    // The run is over: a terminator for its id (as a VM that outlived it
+    // would have) gets nothing for the capability.
+    let socket = broker.terminator("e2e-broker")?;
+    let replay = crate::broker::guest(&socket, "POST", "/v1/c/model/chat/completions", &capability, "{}").await?;
+    assert_eq!(replay.refusal().as_deref(), Some("capability_invalid"), "{replay:?}");
     Ok(())
 }
