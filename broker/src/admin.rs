@@ -55,11 +55,25 @@ impl AdminClient {
     }
 
     /// Mints `run_id`'s capability for `connections`.
-    pub async fn mint(&self, run_id: &str, worker: &str, connections: &[ConnectionName]) -> Result<MintResponse, Error> {
+    pub async fn mint(
+        &self,
+        run_id: &str,
+        worker: &str,
+        connections: &[ConnectionName],
+    ) -> Result<MintResponse, Error> {
         const WHAT: &str = "mint a capability";
-        let request = MintRequest { run_id: run_id.to_owned(), worker: worker.to_owned(), connections: connections.to_vec() };
-        let response =
-            self.http.post(self.url("/admin/v1/capabilities")).json(&request).send().await.map_err(transport(WHAT))?;
+        let request = MintRequest {
+            run_id: run_id.to_owned(),
+            worker: worker.to_owned(),
+            connections: connections.to_vec(),
+        };
+        let response = self
+            .http
+            .post(self.url("/admin/v1/capabilities"))
+            .json(&request)
+            .send()
+            .await
+            .map_err(transport(WHAT))?;
         Self::check(WHAT, response).await?.json().await.map_err(transport(WHAT))
     }
 
@@ -68,7 +82,8 @@ impl AdminClient {
         const WHAT: &str = "revoke a capability";
         let url = self.url(&format!("/admin/v1/capabilities/{run_id}"));
         let response = self.http.delete(url).send().await.map_err(transport(WHAT))?;
-        let body: serde_json::Value = Self::check(WHAT, response).await?.json().await.map_err(transport(WHAT))?;
+        let body: serde_json::Value =
+            Self::check(WHAT, response).await?.json().await.map_err(transport(WHAT))?;
         Ok(body["revoked"].as_bool().unwrap_or(false))
     }
 
@@ -76,8 +91,18 @@ impl AdminClient {
     pub async fn sweep(&self, worker: &str) -> Result<Vec<String>, Error> {
         const WHAT: &str = "sweep capabilities";
         let request = SweepRequest { worker: worker.to_owned() };
-        let response = self.http.post(self.url("/admin/v1/sweep")).json(&request).send().await.map_err(transport(WHAT))?;
-        let body: serde_json::Value = Self::check(WHAT, response).await?.json().await.map_err(transport(WHAT))?;
-        Ok(body["revoked"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default())
+        let response = self
+            .http
+            .post(self.url("/admin/v1/sweep"))
+            .json(&request)
+            .send()
+            .await
+            .map_err(transport(WHAT))?;
+        let body: serde_json::Value =
+            Self::check(WHAT, response).await?.json().await.map_err(transport(WHAT))?;
+        Ok(body["revoked"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default())
     }
 }

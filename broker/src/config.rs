@@ -155,7 +155,12 @@ impl ConnectionConfig {
 
     /// The connection as a grant freezes it.
     pub fn granted(&self, name: &ConnectionName) -> GrantedConnection {
-        GrantedConnection { name: name.clone(), kind: self.kind, methods: self.methods(), routes: self.routes() }
+        GrantedConnection {
+            name: name.clone(),
+            kind: self.kind,
+            methods: self.methods(),
+            routes: self.routes(),
+        }
     }
 }
 
@@ -206,11 +211,18 @@ impl Validate for ConnectionConfig {
     fn validate(&self, prefix: &str) -> Result<(), config::Error> {
         let base = &self.base_url;
         if !matches!(base.scheme(), "https" | "http") || base.host_str().is_none() {
-            return Err(config::Error::invalid(key(prefix, "base_url"), "must be an http(s) URL with a host"));
+            return Err(config::Error::invalid(
+                key(prefix, "base_url"),
+                "must be an http(s) URL with a host",
+            ));
         }
         // A base that could carry a credential or move the path is refused;
         // the URL is not repeated, as it may hold one.
-        if !base.username().is_empty() || base.password().is_some() || base.query().is_some() || base.fragment().is_some() {
+        if !base.username().is_empty()
+            || base.password().is_some()
+            || base.query().is_some()
+            || base.fragment().is_some()
+        {
             return Err(config::Error::invalid(
                 key(prefix, "base_url"),
                 "must not hold user information, a query or a fragment",

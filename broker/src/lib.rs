@@ -31,7 +31,7 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: `[broker]`.
+//! - [`config`]: the `[broker]` section.
 //! - [`route`]: request targets, route patterns, denied routes.
 //! - [`store`]: capabilities and call records.
 //! - [`gateway`]: the client of the credential gateway.
@@ -154,12 +154,16 @@ impl Error {
 }
 
 /// Runs the broker service until shutdown (the binary's body).
-pub async fn run(config: config::Config, fleet: patchpilot_fleet::service::FleetContext) -> Result<(), Error> {
+pub async fn run(
+    config: config::Config,
+    fleet: patchpilot_fleet::service::FleetContext,
+) -> Result<(), Error> {
     let broker = server::Broker::new(config.service, store::Store::new(fleet.pool().clone()))?;
     let listener = tokio::net::TcpListener::bind(broker.config().listen)
         .await
         .map_err(|source| Error::Listen { addr: broker.config().listen, source })?;
-    let addr = listener.local_addr().map_err(|source| Error::Listen { addr: broker.config().listen, source })?;
+    let addr =
+        listener.local_addr().map_err(|source| Error::Listen { addr: broker.config().listen, source })?;
     tracing::info!(addr = %addr, "broker listening");
     broker.serve(listener, fleet.shutdown().clone()).await;
     Ok(())

@@ -133,7 +133,10 @@ fn relayed_response_headers(upstream: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in upstream {
         let n = name.as_str();
-        if RELAYED_RESPONSE_HEADERS.contains(&n) || n.starts_with("x-ratelimit-") || n.starts_with("anthropic-ratelimit-") {
+        if RELAYED_RESPONSE_HEADERS.contains(&n)
+            || n.starts_with("x-ratelimit-")
+            || n.starts_with("anthropic-ratelimit-")
+        {
             out.append(name.clone(), value.clone());
         }
     }
@@ -144,7 +147,10 @@ fn relayed_response_headers(upstream: &HeaderMap) -> HeaderMap {
 fn presented_capability(headers: &HeaderMap) -> Option<CapabilityToken> {
     let candidates = [
         headers.get(CAPABILITY_HEADER).and_then(|v| v.to_str().ok()),
-        headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")),
+        headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ")),
         headers.get("x-api-key").and_then(|v| v.to_str().ok()),
     ];
     candidates.into_iter().flatten().find_map(|v| CapabilityToken::from_received(v.trim()))
@@ -163,7 +169,10 @@ fn model_tokens(kind: ConnectionKind, body: &[u8]) -> u64 {
     match kind {
         ConnectionKind::Openai => n("prompt_tokens") + n("completion_tokens"),
         _ => {
-            n("input_tokens") + n("output_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens")
+            n("input_tokens")
+                + n("output_tokens")
+                + n("cache_creation_input_tokens")
+                + n("cache_read_input_tokens")
         }
     }
 }
@@ -172,13 +181,15 @@ fn model_tokens(kind: ConnectionKind, body: &[u8]) -> u64 {
 /// or the very token this call was signed with.
 fn carries_credential(body: &[u8], headers: &HeaderMap, signed_with: Option<&str>) -> Option<&'static str> {
     let text = String::from_utf8_lossy(body);
-    if let Some(token) = signed_with.filter(|t| t.len() >= 8) {
-        if text.contains(token) || headers.values().any(|v| v.as_bytes().windows(token.len()).any(|w| w == token.as_bytes())) {
-            return Some("the connection's own token");
-        }
+    if let Some(token) = signed_with.filter(|t| t.len() >= 8)
+        && (text.contains(token)
+            || headers.values().any(|v| v.as_bytes().windows(token.len()).any(|w| w == token.as_bytes())))
+    {
+        return Some("the connection's own token");
     }
-    patchpilot_model::credential::credential_in(&text)
-        .or_else(|| headers.values().filter_map(|v| v.to_str().ok()).find_map(patchpilot_model::credential::credential_in))
+    patchpilot_model::credential::credential_in(&text).or_else(|| {
+        headers.values().filter_map(|v| v.to_str().ok()).find_map(patchpilot_model::credential::credential_in)
+    })
 }
 
 fn status_class(status: u16) -> &'static str {
@@ -199,7 +210,12 @@ struct Pending {
 }
 
 impl Pending {
-    fn refuse(mut self, refusal: BrokerRefusal, reason: impl Into<String>, class: Option<&str>) -> (GuestResponse, Self) {
+    fn refuse(
+        mut self,
+        refusal: BrokerRefusal,
+        reason: impl Into<String>,
+        class: Option<&str>,
+    ) -> (GuestResponse, Self) {
         self.record.refusal = Some(refusal);
         self.record.reason = Some(reason.into());
         self.record.status = refusal.status();
@@ -282,8 +298,7 @@ impl Relay {
             latency_us = tracing::field::Empty,
         );
         let _enter = span.enter();
-        let (response, mut pending) =
-            self.serve(call, Pending { record, started, charged: false }).await;
+        let (response, mut pending) = self.serve(call, Pending { record, started, charged: false }).await;
         pending.record.status = response.status().as_u16();
         pending.record.latency_us = u64::try_from(pending.started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let r = &pending.record;
@@ -323,7 +338,11 @@ impl Relay {
                 return pending.refuse(denied.into(), "capability lookup", None);
             }
             Err(e) => {
-                return pending.refuse(BrokerRefusal::UpstreamFailed, patchpilot_fleet::error_chain(&e), None);
+                return pending.refuse(
+                    BrokerRefusal::UpstreamFailed,
+                    patchpilot_fleet::error_chain(&e),
+                    None,
+                );
             }
         };
         let Some(granted) = live.grant.connection(&call.connection) else {
@@ -352,8 +371,20 @@ impl Relay {
         pending.record.route = Some(route.to_owned());
         match self.store.reserve(&call.run_id, &token).await {
             Ok(true) => pending.charged = true,
-            Ok(false) => return pending.refuse(BrokerRefusal::BudgetExhausted, "budget spent by a concurrent call", None),
-            Err(e) => return pending.refuse(BrokerRefusal::UpstreamFailed, patchpilot_fleet::error_chain(&e), None),
+            Ok(false) => {
+                return pending.refuse(
+                    BrokerRefusal::BudgetExhausted,
+                    "budget spent by a concurrent call",
+                    None,
+                );
+            }
+            Err(e) => {
+                return pending.refuse(
+                    BrokerRefusal::UpstreamFailed,
+                    patchpilot_fleet::error_chain(&e),
+                    None,
+                );
+            }
         }
         self.upstream(name, connection, &target, call, pending).await
     }
@@ -371,7 +402,13 @@ impl Relay {
         };
         let clients = match self.clients(&call.run_id) {
             Ok(c) => c,
-            Err(e) => return pending.refuse(BrokerRefusal::UpstreamFailed, patchpilot_fleet::error_chain(&e), None),
+            Err(e) => {
+                return pending.refuse(
+                    BrokerRefusal::UpstreamFailed,
+                    patchpilot_fleet::error_chain(&e),
+                    None,
+                );
+            }
         };
         let token = match connection.auth {
             AuthSource::None => None,
@@ -392,18 +429,31 @@ impl Relay {
                 Some((header, value)) => {
                     headers.insert(header, value);
                 }
-                None => return pending.refuse(BrokerRefusal::UpstreamFailed, "the token is not a header value", None),
+                None => {
+                    return pending.refuse(
+                        BrokerRefusal::UpstreamFailed,
+                        "the token is not a header value",
+                        None,
+                    );
+                }
             }
         }
         if connection.kind == ConnectionKind::GithubRead {
-            headers.entry(http::header::ACCEPT).or_insert(HeaderValue::from_static("application/vnd.github+json"));
+            headers
+                .entry(http::header::ACCEPT)
+                .or_insert(HeaderValue::from_static("application/vnd.github+json"));
         }
         headers.entry(http::header::USER_AGENT).or_insert(HeaderValue::from_static("patchpilot-broker"));
-        let sent = clients.http.request(call.method.clone(), url).headers(headers).body(call.body).send().await;
+        let sent =
+            clients.http.request(call.method.clone(), url).headers(headers).body(call.body).send().await;
         let response = match sent {
             Ok(r) => r,
             Err(e) => {
-                let why = if e.is_timeout() { "the upstream timed out" } else { "the upstream could not be reached" };
+                let why = if e.is_timeout() {
+                    "the upstream timed out"
+                } else {
+                    "the upstream could not be reached"
+                };
                 return pending.refuse(BrokerRefusal::UpstreamFailed, why, None);
             }
         };
@@ -411,7 +461,9 @@ impl Relay {
         let upstream_headers = response.headers().clone();
         let body = match read_capped(response, self.config.max_body_bytes).await {
             Ok(b) => b,
-            Err(why) => return pending.refuse(BrokerRefusal::UpstreamFailed, why, Some(status_class(status))),
+            Err(why) => {
+                return pending.refuse(BrokerRefusal::UpstreamFailed, why, Some(status_class(status)));
+            }
         };
         let mut pending = pending;
         pending.record.upstream_status = Some(status);
@@ -422,14 +474,24 @@ impl Relay {
             // A token the upstream no longer takes: the next call asks the
             // gateway again. The body never reaches the guest.
             clients.tokens.lock().await.remove(name);
-            return pending.refuse(BrokerRefusal::UpstreamFailed, "the upstream refused the credential", Some("4xx"));
+            return pending.refuse(
+                BrokerRefusal::UpstreamFailed,
+                "the upstream refused the credential",
+                Some("4xx"),
+            );
         }
         if status >= 500 {
             return pending.refuse(BrokerRefusal::UpstreamFailed, "the upstream failed", Some("5xx"));
         }
         let relayed = relayed_response_headers(&upstream_headers);
-        if let Some(what) = carries_credential(&body, &relayed, token.as_ref().map(|t| t.access_token.as_str())) {
-            return pending.refuse(BrokerRefusal::RouteDenied, format!("the response carried {what}; withheld"), None);
+        if let Some(what) =
+            carries_credential(&body, &relayed, token.as_ref().map(|t| t.access_token.as_str()))
+        {
+            return pending.refuse(
+                BrokerRefusal::RouteDenied,
+                format!("the response carried {what}; withheld"),
+                None,
+            );
         }
         let mut out = http::Response::new(body);
         *out.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -444,7 +506,9 @@ impl Relay {
         connection: &ConnectionConfig,
     ) -> Result<AccessToken, crate::gateway::TokenError> {
         let mut tokens = clients.tokens.lock().await;
-        let fresh = |t: &AccessToken| t.expires_at.is_none_or(|at| at - chrono::Duration::seconds(30) > chrono::Utc::now());
+        let fresh = |t: &AccessToken| {
+            t.expires_at.is_none_or(|at| at - chrono::Duration::seconds(30) > chrono::Utc::now())
+        };
         if let Some(t) = tokens.get(name).filter(|t| fresh(t)) {
             return Ok(t.clone());
         }
@@ -472,7 +536,9 @@ fn sign(connection: &ConnectionConfig, token: &AccessToken) -> Option<(HeaderNam
     let bearer = || HeaderValue::from_str(&format!("Bearer {}", token.access_token)).ok();
     let (name, value) = match connection.kind {
         ConnectionKind::Openai | ConnectionKind::GithubRead => (http::header::AUTHORIZATION, bearer()?),
-        ConnectionKind::Anthropic => (HeaderName::from_static("x-api-key"), HeaderValue::from_str(&token.access_token).ok()?),
+        ConnectionKind::Anthropic => {
+            (HeaderName::from_static("x-api-key"), HeaderValue::from_str(&token.access_token).ok()?)
+        }
         ConnectionKind::Http => {
             let name = HeaderName::from_bytes(connection.header.as_deref()?.as_bytes()).ok()?;
             if name == http::header::AUTHORIZATION {
@@ -561,16 +627,17 @@ mod tests {
     fn a_response_carrying_a_credential_is_recognised() {
         let none = HeaderMap::new();
         assert!(carries_credential(br#"{"token":"ghs_0123456789abcdefghijABCDEF"}"#, &none, None).is_some());
-        assert!(carries_credential(b"echo: local-upstream-key-123", &none, Some("local-upstream-key-123")).is_some());
+        assert!(
+            carries_credential(b"echo: local-upstream-key-123", &none, Some("local-upstream-key-123"))
+                .is_some()
+        );
         assert!(carries_credential(br#"{"ok":true}"#, &none, Some("local-upstream-key-123")).is_none());
     }
 
     #[test]
     fn the_upstream_url_stays_under_the_base() {
-        let connection: ConnectionConfig = toml::from_str(
-            "kind = \"openai\"\nbase_url = \"https://api.example.test/v1/\"",
-        )
-        .expect("config");
+        let connection: ConnectionConfig =
+            toml::from_str("kind = \"openai\"\nbase_url = \"https://api.example.test/v1/\"").expect("config");
         let target = RequestTarget::parse("/chat/completions", Some("a=1")).expect("target");
         let url = upstream_url(&connection, &target).expect("url");
         assert_eq!(url.as_str(), "https://api.example.test/v1/chat/completions?a=1");

@@ -84,7 +84,10 @@ impl RequestTarget {
                         i += 3;
                         continue;
                     }
-                    if b <= b' ' || b >= 0x7f || matches!(b, b'#' | b'\\' | b'"' | b'<' | b'>' | b'`' | b'{' | b'}' | b'|' | b'^') {
+                    if b <= b' '
+                        || b >= 0x7f
+                        || matches!(b, b'#' | b'\\' | b'"' | b'<' | b'>' | b'`' | b'{' | b'}' | b'|' | b'^')
+                    {
                         return Err(TargetError::Query);
                     }
                     i += 1;
@@ -113,13 +116,20 @@ impl RoutePattern {
     /// Parses a pattern.
     pub fn parse(pattern: &str) -> Result<RoutePattern, &'static str> {
         let Some(body) = pattern.strip_prefix('/') else { return Err("must start with '/'") };
-        let mut segments: Vec<String> = if body.is_empty() { Vec::new() } else { body.split('/').map(str::to_owned).collect() };
+        let mut segments: Vec<String> =
+            if body.is_empty() { Vec::new() } else { body.split('/').map(str::to_owned).collect() };
         let rest = segments.last().is_some_and(|s| s == "**");
         if rest {
             segments.pop();
         }
         for s in &segments {
-            if s.is_empty() || s == "**" || (s.contains('*') && s != "*") || s == "." || s == ".." || s.contains('%') {
+            if s.is_empty()
+                || s == "**"
+                || (s.contains('*') && s != "*")
+                || s == "."
+                || s == ".."
+                || s.contains('%')
+            {
                 return Err("segments are names, '*' or a final '**'");
             }
         }
@@ -137,7 +147,11 @@ impl RoutePattern {
 }
 
 /// The first of `grant`'s route patterns that allows `method` on `target`.
-pub fn granted_route<'g>(grant: &'g GrantedConnection, method: &str, target: &RequestTarget) -> Option<&'g str> {
+pub fn granted_route<'g>(
+    grant: &'g GrantedConnection,
+    method: &str,
+    target: &RequestTarget,
+) -> Option<&'g str> {
     if !grant.methods.iter().any(|m| m.eq_ignore_ascii_case(method)) {
         return None;
     }
@@ -193,7 +207,8 @@ const GITHUB_MINTING: &[&str] = &[
 
 /// Segments of model providers' admin, organisation and key routes
 /// (OpenAI's `/v1/organization/...`, Anthropic's `/v1/organizations/...`).
-const PROVIDER_ADMIN_SEGMENTS: &[&str] = &["organization", "organizations", "admin", "keys", "projects", "users", "invites"];
+const PROVIDER_ADMIN_SEGMENTS: &[&str] =
+    &["organization", "organizations", "admin", "keys", "projects", "users", "invites"];
 
 /// Whether `target`, on a connection of `kind` whose base path is
 /// `base_path`, is a route whose answer is a credential (or that manages
@@ -209,9 +224,9 @@ pub fn minting_route(kind: ConnectionKind, base_path: &str, target: &RequestTarg
         ConnectionKind::GithubRead => {
             let relative: Vec<&str> = target.segments().collect();
             let lowered: Vec<String> = relative.iter().map(|s| s.to_ascii_lowercase()).collect();
-            GITHUB_MINTING.iter().any(|p| {
-                RoutePattern::parse(p).is_ok_and(|p| p.matches(lowered.iter().map(String::as_str)))
-            })
+            GITHUB_MINTING
+                .iter()
+                .any(|p| RoutePattern::parse(p).is_ok_and(|p| p.matches(lowered.iter().map(String::as_str))))
         }
         ConnectionKind::Openai | ConnectionKind::Anthropic => {
             lower.iter().any(|s| PROVIDER_ADMIN_SEGMENTS.contains(&s.as_str()))
@@ -232,7 +247,13 @@ mod tests {
 
     #[test]
     fn only_plain_relative_paths_pass() {
-        for good in ["/chat/completions", "/repos/a/b/releases/tags/v1.2.3", "/", "/v2/library/alpine/manifests/3.20", "/x/"] {
+        for good in [
+            "/chat/completions",
+            "/repos/a/b/releases/tags/v1.2.3",
+            "/",
+            "/v2/library/alpine/manifests/3.20",
+            "/x/",
+        ] {
             assert!(RequestTarget::parse(good, None).is_ok(), "{good}");
         }
         let refused = [

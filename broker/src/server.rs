@@ -82,14 +82,15 @@ impl Broker {
             let router = router.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
-                let stream = match tokio::time::timeout(std::time::Duration::from_secs(10), tls.accept(tcp)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::info!(%peer, error = %e, "TLS handshake refused");
-                        return;
-                    }
-                    Err(_) => return,
-                };
+                let stream =
+                    match tokio::time::timeout(std::time::Duration::from_secs(10), tls.accept(tcp)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::info!(%peer, error = %e, "TLS handshake refused");
+                            return;
+                        }
+                        Err(_) => return,
+                    };
                 if !mtls::peer_is(stream.get_ref().1.peer_certificates(), identity::TERMINATOR) {
                     tracing::warn!(%peer, "a client of the CA that is not a terminator was refused");
                     return;
@@ -124,7 +125,9 @@ fn guest_response(response: crate::relay::GuestResponse) -> Response {
 
 /// Run ids as the sandbox mints them: 1–128 characters of `[A-Za-z0-9._-]`.
 fn valid_run_id(run: &str) -> bool {
-    !run.is_empty() && run.len() <= 128 && run.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    !run.is_empty()
+        && run.len() <= 128
+        && run.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
 fn run_header(headers: &HeaderMap) -> Option<String> {
@@ -171,7 +174,8 @@ async fn relay_call(
     let Some(run_id) = run_header(&headers) else {
         return guest_response(refusal_response(BrokerRefusal::CapabilityInvalid, None));
     };
-    let call = GuestCall { run_id, method, connection, path, query: uri.query().map(str::to_owned), headers, body };
+    let call =
+        GuestCall { run_id, method, connection, path, query: uri.query().map(str::to_owned), headers, body };
     guest_response(relay.call(call).await)
 }
 
@@ -185,7 +189,9 @@ async fn mint(State(relay): State<Arc<Relay>>, headers: HeaderMap, body: Bytes) 
     }
     let request: MintRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => return admin_refused(StatusCode::BAD_REQUEST, format!("the mint request does not parse: {e}")),
+        Err(e) => {
+            return admin_refused(StatusCode::BAD_REQUEST, format!("the mint request does not parse: {e}"));
+        }
     };
     if !valid_run_id(&request.run_id) {
         return admin_refused(StatusCode::BAD_REQUEST, "run_id: 1-128 characters of [A-Za-z0-9._-]".into());
@@ -234,7 +240,9 @@ async fn sweep(State(relay): State<Arc<Relay>>, headers: HeaderMap, body: Bytes)
     }
     let request: SweepRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => return admin_refused(StatusCode::BAD_REQUEST, format!("the sweep request does not parse: {e}")),
+        Err(e) => {
+            return admin_refused(StatusCode::BAD_REQUEST, format!("the sweep request does not parse: {e}"));
+        }
     };
     match relay.store().sweep(&request.worker).await {
         Ok(runs) => {

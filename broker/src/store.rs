@@ -33,7 +33,8 @@ impl CapabilityToken {
     /// A token as received (not checked beyond its shape).
     pub fn from_received(text: &str) -> Option<CapabilityToken> {
         let hex = text.strip_prefix(TOKEN_PREFIX)?;
-        (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| CapabilityToken(text.to_owned()))
+        (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| CapabilityToken(text.to_owned()))
     }
 
     /// The token, to hand to the run.
@@ -163,11 +164,13 @@ impl Store {
 
     /// Revokes the run's capability. Whether one was live.
     pub async fn revoke(&self, run_id: &str) -> Result<bool, Error> {
-        let done = sqlx::query("UPDATE broker_capabilities SET revoked_at = now() WHERE run_id = $1 AND revoked_at IS NULL")
-            .bind(run_id)
-            .execute(&self.pool)
-            .await
-            .map_err(db("revoke a capability"))?;
+        let done = sqlx::query(
+            "UPDATE broker_capabilities SET revoked_at = now() WHERE run_id = $1 AND revoked_at IS NULL",
+        )
+        .bind(run_id)
+        .execute(&self.pool)
+        .await
+        .map_err(db("revoke a capability"))?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -187,7 +190,11 @@ impl Store {
 
     /// The live capability of `run_id` that `token` is, and whether its
     /// budget has room for one more call.
-    pub async fn authorize(&self, run_id: &str, token: &CapabilityToken) -> Result<Result<LiveCapability, Denied>, Error> {
+    pub async fn authorize(
+        &self,
+        run_id: &str,
+        token: &CapabilityToken,
+    ) -> Result<Result<LiveCapability, Denied>, Error> {
         type Row = (serde_json::Value, i64, i64, i64, i64, i64, i64);
         let row: Option<Row> = sqlx::query_as(
             "SELECT grant_json, requests_used, bytes_used, model_tokens_used,

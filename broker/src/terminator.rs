@@ -69,22 +69,21 @@ impl BrokerLink {
             what: "connect",
             detail: "the broker URL's host is not a TLS server name".into(),
         })?;
-        let authority = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-        Ok(Some(BrokerLink {
-            authority,
-            server_name,
-            tls: config,
-            max_body_bytes: MAX_BODY_BYTES,
-        }))
+        let authority =
+            if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+        Ok(Some(BrokerLink { authority, server_name, tls: config, max_body_bytes: MAX_BODY_BYTES }))
     }
 
     /// An HTTP/1.1 connection to the broker.
     pub async fn connect(&self) -> std::io::Result<SendRequest<Full<Bytes>>> {
         let tcp = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&self.authority))
             .await
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting to the broker timed out"))??;
+            .map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting to the broker timed out")
+        })??;
         tcp.set_nodelay(true)?;
-        let tls = tokio_rustls::TlsConnector::from(self.tls.clone()).connect(self.server_name.clone(), tcp).await?;
+        let tls =
+            tokio_rustls::TlsConnector::from(self.tls.clone()).connect(self.server_name.clone(), tcp).await?;
         let (sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
             .await
             .map_err(std::io::Error::other)?;
@@ -152,8 +151,12 @@ async fn forward(
         Ok(b) => b.to_bytes(),
         Err(_) => return fixed(BrokerRefusal::RouteDenied),
     };
-    let stamped: Vec<http::HeaderName> =
-        parts.headers.keys().filter(|n| n.as_str().starts_with("x-patchpilot-") && n.as_str() != crate::CAPABILITY_HEADER).cloned().collect();
+    let stamped: Vec<http::HeaderName> = parts
+        .headers
+        .keys()
+        .filter(|n| n.as_str().starts_with("x-patchpilot-") && n.as_str() != crate::CAPABILITY_HEADER)
+        .cloned()
+        .collect();
     for name in stamped {
         parts.headers.remove(name);
     }
@@ -164,7 +167,8 @@ async fn forward(
         Err(_) => return fixed(BrokerRefusal::CapabilityInvalid),
     }
     // Origin-form only: the broker gets a path, whatever the guest wrote.
-    let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "/".into());
+    let path_and_query =
+        parts.uri.path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "/".into());
     parts.uri = match path_and_query.parse() {
         Ok(u) => u,
         Err(_) => return fixed(BrokerRefusal::RouteDenied),

@@ -27,7 +27,11 @@ pub fn run(config: &crate::config::CliConfig, command: Command) -> anyhow::Resul
     match command {
         Command::Init { dir } => {
             let dir = dir.unwrap_or_else(|| {
-                config.sandbox.state_dir.parent().map_or_else(|| PathBuf::from("broker-pki"), |p| p.join("broker-pki"))
+                config
+                    .sandbox
+                    .state_dir
+                    .parent()
+                    .map_or_else(|| PathBuf::from("broker-pki"), |p| p.join("broker-pki"))
             });
             let roles = [identity::BROKER, identity::TERMINATOR, identity::GATEWAY];
             patchpilot_fleet::mtls::init(&dir, &roles)?;
@@ -36,7 +40,9 @@ pub fn run(config: &crate::config::CliConfig, command: Command) -> anyhow::Resul
                 println!("  {role}: {role}.pem, {role}.key");
             }
             println!("  ca: ca.pem (ca.key stays with the operator)");
-            println!("point [broker.tls], [sandbox.broker.tls], [gateway.tls] and [broker.gateway.tls] at them");
+            println!(
+                "point [broker.tls], [sandbox.broker.tls], [gateway.tls] and [broker.gateway.tls] at them"
+            );
             Ok(ExitCode::SUCCESS)
         }
     }

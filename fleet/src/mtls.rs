@@ -35,12 +35,18 @@ impl TlsFiles {
     /// The files `<dir>/ca.pem`, `<dir>/<role>.pem` and `<dir>/<role>.key`,
     /// as `patchpilot broker init` writes them.
     pub fn in_dir(dir: &Path, role: &str) -> TlsFiles {
-        TlsFiles { ca: dir.join("ca.pem"), cert: dir.join(format!("{role}.pem")), key: dir.join(format!("{role}.key")) }
+        TlsFiles {
+            ca: dir.join("ca.pem"),
+            cert: dir.join(format!("{role}.pem")),
+            key: dir.join(format!("{role}.key")),
+        }
     }
 
     /// Whether every field is set (a section left at its default is not).
     pub fn is_set(&self) -> bool {
-        !self.ca.as_os_str().is_empty() && !self.cert.as_os_str().is_empty() && !self.key.as_os_str().is_empty()
+        !self.ca.as_os_str().is_empty()
+            && !self.cert.as_os_str().is_empty()
+            && !self.key.as_os_str().is_empty()
     }
 }
 
@@ -115,12 +121,10 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// A server configuration that requires a client certificate issued by
 /// `files.ca` and presents `files.cert`. ALPN is HTTP/1.1.
 pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, Error> {
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots(&files.ca)?),
-        provider(),
-    )
-    .build()
-    .map_err(Error::Verifier)?;
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots(&files.ca)?), provider())
+            .build()
+            .map_err(Error::Verifier)?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|source| Error::Identity { path: files.cert.clone(), source })?
@@ -191,7 +195,9 @@ pub enum InitError {
 /// 127.0.0.1, good for both client and server authentication. Keys are
 /// ECDSA P-256, written mode 0600. A fleet brings its own PKI instead.
 pub fn init(dir: &Path, roles: &[&str]) -> Result<(), InitError> {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+    };
 
     let ca_path = dir.join("ca.pem");
     if ca_path.exists() {

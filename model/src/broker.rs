@@ -241,7 +241,10 @@ pub struct AccessToken {
 
 impl fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AccessToken").field("access_token", &"<withheld>").field("expires_at", &self.expires_at).finish()
+        f.debug_struct("AccessToken")
+            .field("access_token", &"<withheld>")
+            .field("expires_at", &self.expires_at)
+            .finish()
     }
 }
 

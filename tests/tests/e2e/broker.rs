@@ -40,7 +40,10 @@ pub struct Upstream {
 /// The key an upstream would take; the guest must never see it.
 pub const UPSTREAM_ONLY_TEXT: &str = "sk-live-0123456789abcdefghijklmnopqrstuvwx";
 
-async fn upstream_handler(State(up): State<Upstream>, request: axum::extract::Request) -> axum::response::Response {
+async fn upstream_handler(
+    State(up): State<Upstream>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
     let seen = Seen {
         method: request.method().to_string(),
         path_and_query: request.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default(),
@@ -56,7 +59,11 @@ async fn upstream_handler(State(up): State<Upstream>, request: axum::extract::Re
     let json = |status: u16, body: serde_json::Value| {
         (
             axum::http::StatusCode::from_u16(status).expect("status"),
-            [("content-type", "application/json"), ("set-cookie", "session=upstream"), ("x-ratelimit-remaining", "99")],
+            [
+                ("content-type", "application/json"),
+                ("set-cookie", "session=upstream"),
+                ("x-ratelimit-remaining", "99"),
+            ],
             body.to_string(),
         )
             .into_response()
@@ -68,7 +75,9 @@ async fn upstream_handler(State(up): State<Upstream>, request: axum::extract::Re
                                "usage": {"prompt_tokens": 40, "completion_tokens": 2}}),
         ),
         "/v1/leak" => json(200, serde_json::json!({"token": "ghs_0123456789abcdefghijklmnopqrstuv"})),
-        "/v1/unauthorized" => json(401, serde_json::json!({"error": format!("invalid key {UPSTREAM_ONLY_TEXT}")})),
+        "/v1/unauthorized" => {
+            json(401, serde_json::json!({"error": format!("invalid key {UPSTREAM_ONLY_TEXT}")}))
+        }
         "/v1/fail" => json(500, serde_json::json!({"trace": format!("panic at key={UPSTREAM_ONLY_TEXT}")})),
         "/v1/echo-auth" => json(200, serde_json::json!({"you_sent": seen_auth})),
         "/repos/o/r/releases/latest" => json(200, serde_json::json!({"tag_name": "v1.2.3"})),
@@ -189,7 +198,11 @@ impl Drop for BrokerHarness {
 }
 
 /// A real `patchpilot-gateway` holding one static key for `secret`.
-pub async fn start_gateway(harness: &BrokerHarness, secret: &str, key: &str) -> anyhow::Result<(Service, String)> {
+pub async fn start_gateway(
+    harness: &BrokerHarness,
+    secret: &str,
+    key: &str,
+) -> anyhow::Result<(Service, String)> {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = harness.stack.dir.path();
     let sealing_key = dir.join("gateway.key");
@@ -210,14 +223,25 @@ pub async fn start_gateway(harness: &BrokerHarness, secret: &str, key: &str) -> 
     let value_arg = value.to_str().context("utf-8 path")?;
     let put = patchpilot_e2e::run_binary(
         "patchpilot-gateway",
-        &["put-secret", "--config", config_arg, "--connection", secret, "--kind", "static", "--value-file", value_arg],
+        &[
+            "put-secret",
+            "--config",
+            config_arg,
+            "--connection",
+            secret,
+            "--kind",
+            "static",
+            "--value-file",
+            value_arg,
+        ],
         &harness.stack.env(),
     )
     .await?;
     anyhow::ensure!(put.code == Some(0), "put-secret failed: {}", put.stderr);
     // The operator's copy goes; only the sealed one in Postgres remains.
     std::fs::remove_file(&value)?;
-    let service = Service::spawn("patchpilot-gateway", &config, &harness.stack.env(), dir.join("gateway.log"))?;
+    let service =
+        Service::spawn("patchpilot-gateway", &config, &harness.stack.env(), dir.join("gateway.log"))?;
     let addr = service.logged_field("patchpilot-gateway serving", "addr", Duration::from_secs(30)).await?;
     Ok((service, addr))
 }
@@ -262,7 +286,13 @@ pub async fn guest_raw(socket: &Path, raw: &str) -> anyhow::Result<GuestAnswer> 
 }
 
 /// A request from the guest with its capability in `x-patchpilot-capability`.
-pub async fn guest(socket: &Path, method: &str, target: &str, capability: &str, body: &str) -> anyhow::Result<GuestAnswer> {
+pub async fn guest(
+    socket: &Path,
+    method: &str,
+    target: &str,
+    capability: &str,
+    body: &str,
+) -> anyhow::Result<GuestAnswer> {
     let raw = format!(
         "{method} {target} HTTP/1.1\r\nhost: broker\r\nx-patchpilot-capability: {capability}\r\n\
          content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -284,7 +314,10 @@ auth = "none"
 routes = ["/**"]
 "#;
 
-async fn calls(harness: &BrokerHarness, run_id: &str) -> anyhow::Result<Vec<patchpilot_broker::store::CallRecord>> {
+async fn calls(
+    harness: &BrokerHarness,
+    run_id: &str,
+) -> anyhow::Result<Vec<patchpilot_broker::store::CallRecord>> {
     Ok(patchpilot_broker::store::calls(&harness.stack.pool, run_id).await?)
 }
 
@@ -304,7 +337,11 @@ async fn a_granted_call_reaches_only_its_connection_and_every_call_is_recorded()
     let ok = guest_raw(&sock, &raw).await?;
     assert_eq!(ok.status, 200, "{ok:?}");
     assert!(ok.body.contains("hello"));
-    assert!(!ok.head.to_ascii_lowercase().contains("set-cookie"), "only allowed response headers: {}", ok.head);
+    assert!(
+        !ok.head.to_ascii_lowercase().contains("set-cookie"),
+        "only allowed response headers: {}",
+        ok.head
+    );
     assert!(ok.head.contains("x-ratelimit-remaining"));
     let seen = harness.upstream.seen();
     assert_eq!(seen.len(), 1);
@@ -312,7 +349,9 @@ async fn a_granted_call_reaches_only_its_connection_and_every_call_is_recorded()
     assert_eq!(s.path_and_query, "/v1/chat/completions");
     assert_eq!(s.method, "POST");
     assert_eq!(s.headers.get("host").map(String::as_str), Some(harness.upstream_addr.to_string().as_str()));
-    for dropped in ["authorization", "x-forwarded-host", "cookie", "x-patchpilot-run", "x-patchpilot-capability"] {
+    for dropped in
+        ["authorization", "x-forwarded-host", "cookie", "x-patchpilot-run", "x-patchpilot-capability"]
+    {
         assert!(!s.headers.contains_key(dropped), "{dropped} reached the upstream: {:?}", s.headers);
     }
 
@@ -428,7 +467,10 @@ async fn credential_minting_routes_and_credential_bearing_answers_are_withheld()
         assert!(!answer.body.contains(UPSTREAM_ONLY_TEXT) && !answer.head.contains(UPSTREAM_ONLY_TEXT));
     }
     let recorded = calls(&harness, "run-m").await?;
-    let leak_record = recorded.iter().find(|c| c.reason.as_deref().is_some_and(|r| r.contains("withheld"))).context("leak record")?;
+    let leak_record = recorded
+        .iter()
+        .find(|c| c.reason.as_deref().is_some_and(|r| r.contains("withheld")))
+        .context("leak record")?;
     assert_eq!(leak_record.upstream_status, Some(200));
     Ok(())
 }
@@ -452,7 +494,10 @@ routes = ["/repos/*/*/releases/**"]
     // The operator widens the connection (and the budget) and restarts the
     // broker: the running run keeps its frozen grant, a new run gets the
     // wider one.
-    let wide = narrow.replace(r#"routes = ["/repos/*/*/releases/**"]"#, r#"routes = ["/repos/*/*/releases/**", "/repos/*/*/tags"]"#);
+    let wide = narrow.replace(
+        r#"routes = ["/repos/*/*/releases/**"]"#,
+        r#"routes = ["/repos/*/*/releases/**", "/repos/*/*/tags"]"#,
+    );
     harness.restart(&wide, 100).await?;
     let old_sock = harness.terminator("run-old")?;
     assert_eq!(guest(&old_sock, "GET", tags, &cap, "").await?.refusal().as_deref(), Some("route_denied"));
@@ -477,13 +522,15 @@ async fn only_the_terminators_identity_completes_a_call() -> anyhow::Result<()> 
     let url = harness.endpoint.url.clone().context("url")?;
     // The gateway's certificate, from the same CA: the handshake completes
     // but the broker closes the connection before any HTTP.
-    let other_role = BrokerEndpoint { url: Some(url.clone()), tls: TlsFiles::in_dir(&harness.pki, identity::GATEWAY) };
+    let other_role =
+        BrokerEndpoint { url: Some(url.clone()), tls: TlsFiles::in_dir(&harness.pki, identity::GATEWAY) };
     let admin = AdminClient::new(&other_role)?.context("client")?;
     assert!(admin.sweep("test-worker").await.is_err(), "a non-terminator identity is refused");
     // A CA of its own: no handshake.
     let stranger = harness.stack.dir.path().join("stranger");
     mtls::init(&stranger, &[identity::TERMINATOR])?;
-    let foreign = BrokerEndpoint { url: Some(url.clone()), tls: TlsFiles::in_dir(&stranger, identity::TERMINATOR) };
+    let foreign =
+        BrokerEndpoint { url: Some(url.clone()), tls: TlsFiles::in_dir(&stranger, identity::TERMINATOR) };
     assert!(AdminClient::new(&foreign)?.context("client")?.sweep("test-worker").await.is_err());
     // No certificate at all: plain TLS without client auth fails too.
     let addr = format!("127.0.0.1:{}", url.port().context("port")?);
@@ -491,10 +538,11 @@ async fn only_the_terminators_identity_completes_a_call() -> anyhow::Result<()> 
     for cert in rustls::pki_types::CertificateDer::pem_file_iter(harness.pki.join("ca.pem"))? {
         roots.add(cert?)?;
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     let tcp = tokio::net::TcpStream::connect(&addr).await?;
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let outcome = async {
@@ -505,7 +553,10 @@ async fn only_the_terminators_identity_completes_a_call() -> anyhow::Result<()> 
         anyhow::Ok(buf)
     }
     .await;
-    assert!(outcome.is_err() || outcome.as_ref().is_ok_and(Vec::is_empty), "no answer without a client certificate: {outcome:?}");
+    assert!(
+        outcome.is_err() || outcome.as_ref().is_ok_and(Vec::is_empty),
+        "no answer without a client certificate: {outcome:?}"
+    );
     // And the real terminator identity works.
     assert!(harness.admin()?.sweep("test-worker").await?.is_empty());
     Ok(())
@@ -529,7 +580,10 @@ async fn the_gateway_signs_upstream_calls_and_its_key_never_reaches_the_guest() 
     let ok = guest(&sock, "POST", "/v1/c/model/chat/completions", &cap, "{}").await?;
     assert_eq!(ok.status, 200, "{ok:?}");
     let seen = harness.upstream.seen();
-    assert_eq!(seen[0].headers.get("authorization").map(String::as_str), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        seen[0].headers.get("authorization").map(String::as_str),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     // An upstream that echoes the credential: withheld.
     let echo = guest(&sock, "POST", "/v1/c/model/echo-auth", &cap, "{}").await?;
     assert_eq!(echo.refusal().as_deref(), Some("route_denied"));
@@ -594,7 +648,8 @@ echo "CAPABILITY=$C"
 "#;
 
 #[tokio::test]
-async fn a_compromised_agent_in_a_microvm_is_refused_everything_outside_its_grant_and_never_sees_the_key() -> anyhow::Result<()> {
+async fn a_compromised_agent_in_a_microvm_is_refused_everything_outside_its_grant_and_never_sees_the_key()
+-> anyhow::Result<()> {
     if let Some(reason) = patchpilot_e2e::sandbox::unavailable() {
         eprintln!("SKIPPED broker in a microVM: {reason}");
         return Ok(());
@@ -621,8 +676,20 @@ async fn a_compromised_agent_in_a_microvm_is_refused_everything_outside_its_gran
             patchpilot_e2e::run_binary(
                 "patchpilot",
                 &[
-                    "sandbox", "run", "--workspace", &ws_arg, "--timeout", "180", "--connection", "model",
-                    "--connection", "github", "--", "sh", "-c", &script,
+                    "sandbox",
+                    "run",
+                    "--workspace",
+                    &ws_arg,
+                    "--timeout",
+                    "180",
+                    "--connection",
+                    "model",
+                    "--connection",
+                    "github",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
                 ],
                 &env,
             )
@@ -653,9 +720,19 @@ async fn a_compromised_agent_in_a_microvm_is_refused_everything_outside_its_gran
     assert!(line("run-header").starts_with("run-header 200 "), "{out}");
     assert!(line("absolute").starts_with("absolute 200 "), "{out}");
     let seen = harness.upstream.seen();
-    assert!(seen.iter().all(|s| s.path_and_query == "/v1/chat/completions" || s.path_and_query == "/v1/echo-auth"), "{seen:?}");
-    assert!(seen.iter().all(|s| s.headers.get("host").is_some_and(|h| h == &harness.upstream_addr.to_string())));
-    assert!(seen.iter().filter(|s| s.path_and_query == "/v1/chat/completions").all(|s| s.headers.get("authorization").is_some_and(|a| a == &format!("Bearer {KEY}"))));
+    assert!(
+        seen.iter()
+            .all(|s| s.path_and_query == "/v1/chat/completions" || s.path_and_query == "/v1/echo-auth"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().all(|s| s.headers.get("host").is_some_and(|h| h == &harness.upstream_addr.to_string()))
+    );
+    assert!(
+        seen.iter()
+            .filter(|s| s.path_and_query == "/v1/chat/completions")
+            .all(|s| s.headers.get("authorization").is_some_and(|a| a == &format!("Bearer {KEY}")))
+    );
     // The key is nowhere the guest could look: env, disc, answers, errors.
     assert!(out.contains("searched found=0"), "{out}");
     assert!(out.contains("PATCHPILOT_CAPABILITY=ppcap_"), "{out}");
@@ -666,8 +743,9 @@ async fn a_compromised_agent_in_a_microvm_is_refused_everything_outside_its_gran
         .context("the run printed its capability")?
         .to_owned();
     // Every call is on record under the run's id, as the broker saw it.
-    let run_a: String =
-        sqlx::query_scalar("SELECT run_id FROM broker_calls ORDER BY id LIMIT 1").fetch_one(&harness.stack.pool).await?;
+    let run_a: String = sqlx::query_scalar("SELECT run_id FROM broker_calls ORDER BY id LIMIT 1")
+        .fetch_one(&harness.stack.pool)
+        .await?;
     let recorded = calls(&harness, &run_a).await?;
     assert!(recorded.iter().any(|c| c.refusal.is_some()) && recorded.iter().any(|c| c.status == 200));
     assert!(recorded.iter().all(|c| c.run_id == run_a), "a run header from the guest never renamed a call");
@@ -678,10 +756,19 @@ async fn a_compromised_agent_in_a_microvm_is_refused_everything_outside_its_gran
          \"$PATCHPILOT_BROKER_URL/v1/c/model/chat/completions\"); echo \"replay $code $(cat /tmp/body)\""
     );
     let b = run(replay).await?;
-    assert!(b.stdout.contains("replay 401 ") && b.stdout.contains("capability_invalid"), "stdout:\n{}\nstderr:\n{}", b.stdout, b.stderr);
+    assert!(
+        b.stdout.contains("replay 401 ") && b.stdout.contains("capability_invalid"),
+        "stdout:\n{}\nstderr:\n{}",
+        b.stdout,
+        b.stderr
+    );
     // `patchpilot runs show RUN --calls` lists run A's calls.
     let shown = harness.stack.cli(&["runs", "show", &run_a, "--calls"]).await?;
     assert_eq!(shown.code, Some(0), "{}", shown.stderr);
-    assert!(shown.stdout.contains("refused route_denied") && shown.stdout.contains("/chat/completions"), "{}", shown.stdout);
+    assert!(
+        shown.stdout.contains("refused route_denied") && shown.stdout.contains("/chat/completions"),
+        "{}",
+        shown.stdout
+    );
     Ok(())
 }
