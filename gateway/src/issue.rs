@@ -93,17 +93,7 @@ pub(crate) async fn oauth_refresh(
         None => form.push(("client_id", &grant.client_id)),
     }
     let now = Utc::now();
-    let response = request.form(&form).send().await.map_err(|source| Error::Transport {
-        connection: connection.clone(),
-        url: url.clone(),
-        source,
-    })?;
-    let status = response.status();
-    let body = response.bytes().await.map_err(|source| Error::Transport {
-        connection: connection.clone(),
-        url: url.clone(),
-        source,
-    })?;
+    let (status, body) = send(request.form(&form), connection, &url).await?;
     if !status.is_success() {
         let code =
             serde_json::from_slice::<OauthErrorResponse>(&body).ok().and_then(|e| oauth_code(&e.error));
@@ -175,22 +165,14 @@ pub(crate) async fn github_installation_token(
     );
     let permissions: serde_json::Map<String, serde_json::Value> =
         GITHUB_PERMISSIONS.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
-    let response = http
+    let request = http
         .post(&url)
         .bearer_auth(jwt)
         .header(reqwest::header::ACCEPT, "application/vnd.github+json")
         .header("X-GitHub-Api-Version", "2022-11-28")
         .header(reqwest::header::USER_AGENT, "patchpilot-gateway")
-        .json(&serde_json::json!({ "permissions": permissions }))
-        .send()
-        .await
-        .map_err(|source| Error::Transport { connection: connection.clone(), url: url.clone(), source })?;
-    let status = response.status();
-    let body = response.bytes().await.map_err(|source| Error::Transport {
-        connection: connection.clone(),
-        url: url.clone(),
-        source,
-    })?;
+        .json(&serde_json::json!({ "permissions": permissions }));
+    let (status, body) = send(request, connection, &url).await?;
     if !status.is_success() {
         return Err(Error::Upstream {
             connection: connection.clone(),
@@ -219,4 +201,18 @@ mod tests {
         let short = cache_entry("t".into(), now + TimeDelta::minutes(4), now);
         assert_eq!(short.refresh_after, now + TimeDelta::minutes(2));
     }
+}
+
+/// Sends `request` and reads the whole answer; a transport failure names
+/// the connection and the URL (never a body).
+async fn send(
+    request: reqwest::RequestBuilder,
+    connection: &ConnectionName,
+    url: &str,
+) -> Result<(reqwest::StatusCode, Vec<u8>), Error> {
+    let transport = |source| Error::Transport { connection: connection.clone(), url: url.to_owned(), source };
+    let response = request.send().await.map_err(transport)?;
+    let status = response.status();
+    let body = response.bytes().await.map_err(transport)?;
+    Ok((status, body.to_vec()))
 }

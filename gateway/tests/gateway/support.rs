@@ -3,11 +3,9 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use patchpilot_fleet::config::DatabaseConfig;
 use patchpilot_fleet::mtls::{self, TlsFiles};
 use patchpilot_gateway::seal::SealingKey;
 use patchpilot_gateway::{Gateway, Options};
@@ -39,59 +37,24 @@ pub fn options(holder: &str) -> Options {
     }
 }
 
-/// A fresh database with the fleet's migrations, dropped afterwards.
+/// A fresh database with the fleet's migrations, dropped afterwards (the
+/// shared harness's [`patchpilot_e2e::TestDatabase`]).
 #[derive(Debug)]
 pub struct TestDb {
     pub pool: PgPool,
-    pub url: String,
-    admin_url: String,
-    name: String,
+    db: patchpilot_e2e::TestDatabase,
 }
 
 impl TestDb {
     pub async fn create() -> TestDb {
-        let admin_url = std::env::var("PATCHPILOT_TEST_DATABASE_URL").expect(
-            "PATCHPILOT_TEST_DATABASE_URL is not set: run `scripts/services up` and `eval \"$(scripts/services env)\"`",
-        );
-        let name = format!("pp_test_gateway_{}", uuid::Uuid::new_v4().simple());
-        let admin = PgPool::connect(&admin_url)
-            .await
-            .unwrap_or_else(|e| panic!("cannot reach the test Postgres at {admin_url}: {e}"));
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await
-            .expect("create database");
-        admin.close().await;
-        let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url);
-        let url = format!("{base}/{name}");
-        let pool = Self::pool_on(&url).await;
-        TestDb { pool, url, admin_url, name }
+        let db = patchpilot_e2e::TestDatabase::create().await.expect("a test database");
+        let pool = db.migrated_pool().await.expect("connect and migrate");
+        TestDb { pool, db }
     }
 
     /// Another pool on the same database (a second gateway process).
     pub async fn second_pool(&self) -> PgPool {
-        Self::pool_on(&self.url).await
-    }
-
-    async fn pool_on(url: &str) -> PgPool {
-        let config = DatabaseConfig {
-            url: url.to_owned(),
-            max_connections: 4,
-            migrate: true,
-            ..DatabaseConfig::default()
-        };
-        patchpilot_fleet::store::connect(&config).await.expect("connect and migrate")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .arg(&self.admin_url)
-            .args(["-qc", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        self.db.migrated_pool().await.expect("connect and migrate")
     }
 }
 
