@@ -189,20 +189,6 @@ pub(crate) async fn github_installation_token(
     Ok(Minted { token: cache_entry(parsed.token, parsed.expires_at, now), secret: None })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_token_is_served_until_five_minutes_or_half_its_life_before_expiry() {
-        let now = Utc::now();
-        let hour = cache_entry("t".into(), now + TimeDelta::hours(1), now);
-        assert_eq!(hour.refresh_after, now + TimeDelta::minutes(55));
-        let short = cache_entry("t".into(), now + TimeDelta::minutes(4), now);
-        assert_eq!(short.refresh_after, now + TimeDelta::minutes(2));
-    }
-}
-
 /// Sends `request` and reads the whole answer; a transport failure names
 /// the connection and the URL (never a body).
 async fn send(
@@ -215,4 +201,18 @@ async fn send(
     let status = response.status();
     let body = response.bytes().await.map_err(transport)?;
     Ok((status, body.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_served_until_five_minutes_or_half_its_life_before_expiry() {
+        let now = Utc::now();
+        let hour = cache_entry("t".into(), now + TimeDelta::hours(1), now);
+        assert_eq!(hour.refresh_after, now + TimeDelta::minutes(55));
+        let short = cache_entry("t".into(), now + TimeDelta::minutes(4), now);
+        assert_eq!(short.refresh_after, now + TimeDelta::minutes(2));
+    }
 }
