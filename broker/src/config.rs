@@ -93,7 +93,7 @@ pub struct ConnectionConfig {
     /// What it talks to.
     pub kind: ConnectionKind,
     /// The upstream base every call's path is appended to, e.g.
-    /// `https://api.openai.com/v1`.
+    /// `https://api.openai.com` (the model client adds `/v1/…` itself).
     pub base_url: Url,
     /// Where the credential comes from.
     #[serde(default = "default_auth")]
@@ -135,8 +135,11 @@ impl ConnectionConfig {
         match &self.routes {
             Some(r) => r.clone(),
             None => match self.kind {
-                ConnectionKind::Openai => vec!["/chat/completions".into()],
-                ConnectionKind::Anthropic => vec!["/messages".into()],
+                // The agent's model client appends the wire's own path to
+                // its base (`llm::client::route`), so a model connection's
+                // base is the provider's origin, as `model.base_url` is.
+                ConnectionKind::Openai => vec!["/v1/chat/completions".into()],
+                ConnectionKind::Anthropic => vec!["/v1/messages".into()],
                 ConnectionKind::GithubRead => vec![
                     "/repos/*/*/releases/**".into(),
                     "/repos/*/*/tags".into(),

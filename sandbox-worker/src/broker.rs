@@ -8,7 +8,8 @@
 //! - `PATCHPILOT_BROKER_URL=http://127.0.0.1:4480` and
 //!   `PATCHPILOT_CAPABILITY`; a connection is `$PATCHPILOT_BROKER_URL/v1/c/<name>/…`;
 //! - for the first model connection (`openai`/`anthropic`), the reasoning
-//!   agent's `PP_MODEL_URL` (that connection's base) and `PP_CAP_MODEL`.
+//!   agent's `PP_MODEL_URL` (`$PATCHPILOT_BROKER_URL/v1/c/<name>`, to which
+//!   the agent's client appends the wire's `/v1/…` path) and `PP_CAP_MODEL`.
 //!
 //! The capability is useless outside the run: the broker takes it only
 //! with the run id the terminator stamps, and only until the run ends.

@@ -290,6 +290,12 @@ pub async fn run_consumer<H: BatchHandler>(
             returned += 1;
         }
     }
+    // Acks and naks are published without a reply: flush, so that when the
+    // loop returns they have reached the server and another worker (or a
+    // test reading the stream) sees the batch settled, not still pending.
+    if let Err(e) = bus.client().flush().await {
+        tracing::warn!(consumer = %spec.durable, error = %e, "flushing the last acks failed; they may be redelivered");
+    }
     tracing::info!(consumer = %spec.durable, returned, "consumer drained");
     Ok(())
 }

@@ -614,10 +614,15 @@ async fn controller_with_the_built_in_agent_in_the_vm_opens_a_verified_pr() -> a
 /// - CI is green with three commits (fix, repair, repair) and nothing of
 ///   the fix reverted.
 ///
-/// The model is the provider double on the host's loopback, reached from
-/// the VMs through their egress as `model.test`. It answers from what it
-/// was sent, so a step that never reached it (the brief, the log, a tool
-/// result) fails the chain. No request carries a credential.
+/// The model is the provider double on the host's loopback, a hosted
+/// provider's stand-in that requires its key. The VMs reach it only
+/// through the capability broker (`controller.model_connection`): each run
+/// is granted the `model` connection, the agent calls the broker's
+/// loopback address with its run's capability, and the broker signs with
+/// the key the gateway holds. The double answers from what it was sent, so
+/// a step that never reached it (the brief, the log, a tool result) fails
+/// the chain; every request carries the gateway's key and never the
+/// capability, and the broker recorded every call.
 #[tokio::test]
 async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs() -> anyhow::Result<()> {
     let _one_vm = VM_LOCK.lock().await;
@@ -625,8 +630,21 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
         return Ok(());
     }
     let (_registry, sreg) = golang_bases("1.22.12-alpine3.19", "1.23.4-alpine3.19").await?;
-    let double = patchpilot_provider_double::ProviderDouble::start_keyless(chain_model).await?;
+    let double = patchpilot_provider_double::ProviderDouble::start_with(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        patchpilot_provider_double::Credentials::Required,
+        chain_model,
+    )
+    .await?;
     let model_port = double.addr().port();
+    const KEY: &str = "sk-proj-chaintestkey0123456789abcdefghijklmn";
+    let mut broker = crate::broker::BrokerHarness::start("", 500).await?;
+    let (_gateway, gateway_addr) = crate::broker::start_gateway(&broker, "openai-key", KEY).await?;
+    let connection = format!(
+        "{}\n[broker.connections.model]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{model_port}\"\nsecret = \"openai-key\"\n",
+        crate::broker::gateway_section(&broker, &gateway_addr)
+    );
+    broker.restart(&connection, 500).await?;
 
     let seeds = vec![(
         "api".to_owned(),
@@ -641,13 +659,21 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
             ("main.go", CHAIN_MAIN_GO.to_owned()),
         ],
     )];
-    let worker = docker_worker(&sreg, &["registry.test", "model.test"]);
+    let tls = &broker.endpoint.tls;
+    let worker = format!(
+        "{}[sandbox.broker]\nurl = \"{}\"\n[sandbox.broker.tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+        docker_worker(&sreg, &["registry.test"]),
+        broker.endpoint.url.as_ref().map(|u| u.to_string()).unwrap_or_default(),
+        tls.ca,
+        tls.cert,
+        tls.key
+    );
     let scratch = tempfile::tempdir()?;
     let db = advisory_db(&scratch.path().join("db"), &[cve_2024_2511()])?;
     let controller = format!(
         "agent_command = [\"patchpilot-agent\"]\nagent_docker = true\ninsecure_registries = [\"{sreg}\"]\n\
-         agent_db_source = \"{}\"\n[controller.model]\nprovider = \"openai\"\n\
-         base_url = \"http://model.test:{model_port}\"\nmodel = \"chain-double\"\n",
+         agent_db_source = \"{}\"\nmodel_connection = \"model\"\n[controller.model]\nprovider = \"openai\"\n\
+         model = \"chain-double\"\n",
         db.display()
     );
     let lp = Loop::start_with(&seeds, CHAIN_LINT, &controller, &worker).await?;
@@ -679,7 +705,8 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
     );
 
     // The model was asked only by the repairs, over the documented wire,
-    // with no credential: the run holds none to send.
+    // with the key the broker got from the gateway: the run held only its
+    // capability, which never left the broker.
     assert!(double.violations().is_empty(), "{:#?}", double.violations());
     assert!(!requests.is_empty());
     for r in &requests {
@@ -688,8 +715,15 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
             system.starts_with("You are PatchPilot's repair agent"),
             "a remediation asked the model: {system:.80}"
         );
-        assert!(r.header("authorization").is_none() && r.header("x-api-key").is_none(), "{:?}", r.headers);
+        assert_eq!(r.header("authorization"), Some(format!("Bearer {KEY}").as_str()), "{:?}", r.headers);
+        assert!(!format!("{:?}", r.headers).contains("ppcap_"), "the capability reached the upstream");
     }
+    let brokered: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM broker_calls WHERE connection = 'model' AND status = 200 AND model_tokens > 0",
+    )
+    .fetch_one(&broker.stack.pool)
+    .await?;
+    assert_eq!(brokered as usize, requests.len(), "the broker recorded every model call");
     // The second repair's model edited main.go through the tools.
     let edited = requests
         .iter()

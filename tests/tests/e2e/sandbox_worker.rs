@@ -336,7 +336,7 @@ async fn sandbox_worker_grants_a_runs_connections_and_revokes_them_when_it_ends(
     let connections = r#"
 [broker.connections.model]
 kind = "openai"
-base_url = "http://{upstream}/v1"
+base_url = "http://{upstream}"
 auth = "none"
 "#;
     let broker = crate::broker::BrokerHarness::start(connections, 100).await?;
@@ -357,7 +357,7 @@ auth = "none"
     let worker = patchpilot_e2e::sandbox::spawn_worker_with(&stack, &state, "worker", &toml)?;
     // What an agent's model client does: its capability as the wire's
     // bearer token, the broker's connection as its base URL.
-    let script = r#"curl -s -X POST -d '{}' -H "authorization: Bearer $PP_CAP_MODEL" "$PP_MODEL_URL/chat/completions" > answer.txt
+    let script = r#"curl -s -X POST -d '{}' -H "authorization: Bearer $PP_CAP_MODEL" "$PP_MODEL_URL/v1/chat/completions" > answer.txt
 echo "$PATCHPILOT_CAPABILITY" > capability.txt; echo "$PATCHPILOT_BROKER_URL" > broker-url.txt"#;
     let mut run = sandbox_run("e2e-broker", "workspaces/e2e-broker.tar.gz", script);
     run.connections = vec!["model".parse()?];
@@ -374,7 +374,7 @@ echo "$PATCHPILOT_CAPABILITY" > capability.txt; echo "$PATCHPILOT_BROKER_URL" > 
         .ok_or_else(|| anyhow::anyhow!("no capability in {patch}"))?;
     let recorded = patchpilot_broker::store::calls(&broker.stack.pool, "e2e-broker").await?;
     assert_eq!(recorded.len(), 1, "{recorded:?}");
-    assert_eq!((recorded[0].status, recorded[0].route.as_deref()), (200, Some("/chat/completions")));
+    assert_eq!((recorded[0].status, recorded[0].route.as_deref()), (200, Some("/v1/chat/completions")));
     // The run is over: a terminator for its id (as a VM that outlived it
     // would have) gets nothing for the capability.
     let socket = broker.terminator("e2e-broker")?;
