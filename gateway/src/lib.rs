@@ -59,7 +59,7 @@
 //!
 //! where `github-app.json` is a [`Secret`] as JSON, e.g.
 //! `{"kind": "github_app", "app_id": 1, "installation_id": 2,
-//! "private_key_pem": "-----BEGIN RSA PRIVATE KEY-----…"}` or
+//! "private_key_pem": "<the App's PEM key>", …}` or
 //! `{"kind": "oauth_refresh", "token_url": "https://…", "client_id": "…",
 //! "refresh_token": "…"}`.
 //!
