@@ -74,6 +74,11 @@ async fn upstream_handler(
             serde_json::json!({"choices": [{"message": {"role": "assistant", "content": "hello"}}],
                                "usage": {"prompt_tokens": 40, "completion_tokens": 2}}),
         ),
+        "/v1/messages" => json(
+            200,
+            serde_json::json!({"content": [{"type": "text", "text": "claude-ok"}],
+                               "usage": {"input_tokens": 9, "output_tokens": 3}}),
+        ),
         "/v1/leak" => json(200, serde_json::json!({"token": "ghs_0123456789abcdefghijklmnopqrstuv"})),
         "/v1/unauthorized" => {
             json(401, serde_json::json!({"error": format!("invalid key {UPSTREAM_ONLY_TEXT}")}))
@@ -770,5 +775,40 @@ async fn a_compromised_agent_in_a_microvm_is_refused_everything_outside_its_gran
         "{}",
         shown.stdout
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_anthropic_connection_signs_with_x_api_key_and_counts_its_tokens() -> anyhow::Result<()> {
+    const KEY: &str = "sk-ant-api03-upstreamkey0123456789abcdefghij";
+    let mut harness = BrokerHarness::start("", 100).await?;
+    let (_gateway, addr) = start_gateway(&harness, "anthropic-key", KEY).await?;
+    let connections = format!(
+        "{}\n[broker.connections.claude]\nkind = \"anthropic\"\nbase_url = \"http://{{upstream}}\"\nsecret = \"anthropic-key\"\n",
+        gateway_section(&harness, &addr)
+    );
+    harness.restart(&connections, 100).await?;
+    let cap = harness.mint("run-c", &["claude"]).await?;
+    let sock = harness.terminator("run-c")?;
+    // What the agent's Anthropic client sends: its capability as the
+    // wire's own x-api-key, to the wire's default route.
+    let raw = format!(
+        "POST /v1/c/claude/v1/messages HTTP/1.1\r\nhost: b\r\nx-api-key: {cap}\r\nanthropic-version: 2023-06-01\r\n\
+         content-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}"
+    );
+    let answer = guest_raw(&sock, &raw).await?;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.body.contains("claude-ok") && !answer.body.contains(KEY));
+    let seen = harness.upstream.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].path_and_query, "/v1/messages");
+    assert_eq!(seen[0].headers.get("x-api-key").map(String::as_str), Some(KEY), "the gateway's key, not the capability");
+    assert_eq!(seen[0].headers.get("anthropic-version").map(String::as_str), Some("2023-06-01"));
+    assert!(!seen[0].headers.contains_key("authorization"));
+    let recorded = calls(&harness, "run-c").await?;
+    assert_eq!((recorded[0].route.as_deref(), recorded[0].model_tokens), (Some("/v1/messages"), 12));
+    // The default route is the only one: the Messages API's neighbours are not granted.
+    let other = guest(&sock, "POST", "/v1/c/claude/v1/complete", &cap, "{}").await?;
+    assert_eq!(other.refusal().as_deref(), Some("route_denied"));
     Ok(())
 }
