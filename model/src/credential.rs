@@ -27,8 +27,14 @@ pub fn credential_in(value: &str) -> Option<&'static str> {
     ];
     let token_char = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-';
     let bytes = value.as_bytes();
+    // A token starts a word: `sk-` inside `task-…` or `ghp_` inside
+    // `xghp_…` is not one.
+    let starts_word = |at: usize| at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
     for (prefix, what, min) in PREFIXES {
         for (at, _) in value.match_indices(prefix) {
+            if !starts_word(at) {
+                continue;
+            }
             let tail = &bytes[at + prefix.len()..];
             if tail.iter().take_while(|c| token_char(c)).count() >= *min {
                 return Some(what);
@@ -69,6 +75,7 @@ mod tests {
         // for secret scanners to trip on.
         let tail = "0123456789abcdef".repeat(3);
         let (ghs, pat, sk) = (format!("token ghs_{tail}"), format!("github_pat_11{tail}"), format!("sk-{tail}"));
+        let task = format!("build-task-{tail}");
         let cases = [
             (ghs.as_str(), Some("a GitHub App installation token")),
             (pat.as_str(), Some("a GitHub fine-grained token")),
@@ -77,6 +84,7 @@ mod tests {
             ("AKIAABCDEFGHIJKLMNOP", Some("an AWS access key id")),
             ("https://u:p@host/x", Some("a URL with an embedded password")),
             ("the ghp_ prefix and sk-learn and task-ant-x", None),
+            (task.as_str(), None),
             ("https://host/x?a=b", None),
         ];
         for (text, want) in cases {
