@@ -2,7 +2,8 @@
 //!
 //! A connection is served only after the handshake proved the client holds
 //! the terminator's certificate ([`identity::TERMINATOR`]) from the
-//! configured CA; anything else is closed without a byte of HTTP.
+//! configured CA; anything else is closed without a byte of HTTP
+//! ([`mtls::serve`], the gateway's loop too).
 //!
 //! - **Guest calls**, `ANY /v1/c/<connection>/<path>`: they must carry the
 //!   run header the terminator stamps ([`RUN_HEADER`]); [`Relay::call`]
@@ -63,59 +64,10 @@ impl Broker {
             .with_state(self.relay.clone())
     }
 
-    /// Accepts connections on `listener` until `shutdown`; each is served
-    /// on its own task once its client proved to be a terminator.
+    /// Serves on `listener` until `shutdown`, to terminators only
+    /// ([`mtls::serve`]); requests in flight finish first.
     pub async fn serve(&self, listener: TcpListener, shutdown: CancellationToken) {
-        let router = self.router();
-        loop {
-            let (tcp, peer) = tokio::select! {
-                () = shutdown.cancelled() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        continue;
-                    }
-                },
-            };
-            let tls = tokio_rustls::TlsAcceptor::from(self.tls.clone());
-            let router = router.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                let stream =
-                    match tokio::time::timeout(std::time::Duration::from_secs(10), tls.accept(tcp)).await {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => {
-                            tracing::info!(%peer, error = %e, "TLS handshake refused");
-                            return;
-                        }
-                        Err(_) => return,
-                    };
-                if !mtls::peer_is(stream.get_ref().1.peer_certificates(), identity::TERMINATOR) {
-                    tracing::warn!(%peer, "a client of the CA that is not a terminator was refused");
-                    return;
-                }
-                serve_connection(stream, router, shutdown).await;
-            });
-        }
-    }
-}
-
-/// Serves HTTP/1.1 on one accepted stream until it closes or `shutdown`.
-pub(crate) async fn serve_connection<S>(stream: S, router: Router, shutdown: CancellationToken)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
-{
-    let service = hyper_util::service::TowerToHyperService::new(router);
-    let connection = hyper::server::conn::http1::Builder::new()
-        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-    tokio::pin!(connection);
-    tokio::select! {
-        _ = connection.as_mut() => {}
-        () = shutdown.cancelled() => {
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
-        }
+        mtls::serve(listener, self.tls.clone(), identity::TERMINATOR, self.router(), shutdown).await;
     }
 }
 
@@ -193,8 +145,8 @@ async fn mint(State(relay): State<Arc<Relay>>, headers: HeaderMap, body: Bytes) 
             return admin_refused(StatusCode::BAD_REQUEST, format!("the mint request does not parse: {e}"));
         }
     };
-    if !valid_run_id(&request.run_id) {
-        return admin_refused(StatusCode::BAD_REQUEST, "run_id: 1-128 characters of [A-Za-z0-9._-]".into());
+    if let Err(reason) = patchpilot_model::sandbox::check_run_id(&request.run_id) {
+        return admin_refused(StatusCode::BAD_REQUEST, format!("run_id: {reason}"));
     }
     let config = relay.config();
     let mut connections = Vec::new();

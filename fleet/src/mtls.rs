@@ -160,6 +160,88 @@ pub fn peer_is(peer: Option<&[CertificateDer<'_>]>, name: &str) -> bool {
     }
 }
 
+/// How long a client has to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves `app` over HTTP/1.1 on `listener` (bound by the caller) with
+/// `tls` until `shutdown`, to clients whose certificate names
+/// `client_role` only: any other client, even one the same CA issued, has
+/// its connection closed before any HTTP is read. On shutdown it stops
+/// accepting, lets requests in flight finish, and returns when every
+/// connection has closed.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    client_role: &'static str,
+    app: axum::Router,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    // Every connection task, so shutdown waits for them.
+    let tasks = tokio_util::task::TaskTracker::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors, usually: back off a little
+                    // instead of spinning.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        tasks.spawn(connection(acceptor.clone(), stream, peer, client_role, app.clone(), shutdown.clone()));
+    }
+    tasks.close();
+    tasks.wait().await;
+}
+
+async fn connection(
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    client_role: &'static str,
+    app: axum::Router,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    use tokio::io::AsyncWriteExt as _;
+    let mut tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::info!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    if !peer_is(tls.get_ref().1.peer_certificates(), client_role) {
+        tracing::warn!(%peer, expected = client_role, "closed a connection from a client of another role");
+        let _ = tls.shutdown().await;
+        return;
+    }
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(tls), service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        served = conn.as_mut() => {
+            if let Err(e) = served {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        }
+        // Finish the request in flight, then close.
+        () = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
 /// Why [`init`] could not create the local PKI.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
