@@ -36,6 +36,7 @@
 //! - write to `.git/`, `.gitmodules` or `.gitattributes`, or leave a
 //!   half-applied tree behind after a refusal.
 
+pub mod access;
 mod ci;
 mod content;
 mod markdown;
@@ -89,6 +90,11 @@ pub struct VetPolicy {
     /// action's `@v4`, a toolchain, an image tag); off, every change to a
     /// CI definition is refused.
     pub allow_ci_version_edits: bool,
+    /// Whether added lines may grant access to the image (an SSH key, a
+    /// user, a password, sudo rights, a setuid bit, a download piped into
+    /// a shell: [`access`]). A remediation never needs one; off, each is
+    /// refused with its line.
+    pub allow_access_grants: bool,
 }
 
 impl Default for VetPolicy {
@@ -104,6 +110,7 @@ impl Default for VetPolicy {
                 "o", "obj", "a", "lib", "so", "dylib", "dll", "exe", "pyc", "pyo", "class",
             ]),
             allow_ci_version_edits: true,
+            allow_access_grants: false,
         }
     }
 }
@@ -187,6 +194,10 @@ pub enum RejectReason {
     DiffTooLarge,
     /// A repair undoes an edit of the first run.
     RevertsFix,
+    /// Added text that grants access to the image: an SSH key, a user, a
+    /// password, a setuid bit, a download piped into a shell
+    /// ([`access`]).
+    GrantsAccess,
 }
 
 impl RejectReason {
@@ -206,6 +217,7 @@ impl RejectReason {
             RejectReason::Secret => "looks like a secret",
             RejectReason::DiffTooLarge => "diff too large",
             RejectReason::RevertsFix => "reverts a fix",
+            RejectReason::GrantsAccess => "grants access",
         }
     }
 
@@ -452,6 +464,9 @@ pub async fn vet_patch(
             vendor_lines += file.added + file.removed;
         }
         scan_secrets(patch, file, &mut rejections);
+        if !policy.allow_access_grants {
+            scan_access(patch, file, &mut rejections);
+        }
     }
     // Writing through a symlink (one in the tree, or one this patch
     // creates) would land outside the path that was checked.
@@ -741,6 +756,35 @@ fn scan_secrets(patch: &[u8], file: &patch::FileDiff, rejections: &mut Vec<Rejec
             reason: RejectReason::Secret,
             detail: format!("and {} more secret-looking lines", found - SECRETS_PER_FILE),
         });
+    }
+}
+
+/// Refuses each kind of access-granting construct that the file's added
+/// lines hold more often than its removed ones: new, not carried along on
+/// an edited line.
+fn scan_access(patch: &[u8], file: &patch::FileDiff, rejections: &mut Vec<Rejection>) {
+    let path = file.path();
+    let mut balance: std::collections::BTreeMap<access::Access, (i64, Option<u32>)> = Default::default();
+    for line in file.lines.iter().filter(|l| l.op == b'+' || l.op == b'-') {
+        let text = String::from_utf8_lossy(&patch[line.text.clone()]);
+        for kind in access::find(path, &text) {
+            let entry = balance.entry(kind).or_insert((0, None));
+            if line.op == b'+' {
+                entry.0 += 1;
+                entry.1.get_or_insert(line.line_no);
+            } else {
+                entry.0 -= 1;
+            }
+        }
+    }
+    for (kind, (count, first)) in balance {
+        if count > 0 {
+            rejections.push(Rejection {
+                path: path.to_owned(),
+                reason: RejectReason::GrantsAccess,
+                detail: format!("line {}: {}", first.unwrap_or(0), kind.describe()),
+            });
+        }
     }
 }
 
