@@ -67,6 +67,18 @@ impl Conversation {
         })
     }
 
+    /// The first user message's text: the task the client opened with
+    /// (empty when there is none).
+    pub fn brief(&self) -> &str {
+        self.messages
+            .iter()
+            .find_map(|m| match m {
+                Message::User(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
     /// The last message, if any.
     pub fn last(&self) -> Option<&Message> {
         self.messages.last()

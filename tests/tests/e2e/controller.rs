@@ -63,9 +63,9 @@ echo "lint ok""#;
 
 const TERMINAL: &[&str] = &["succeeded", "needs_human", "failed", "superseded"];
 
-struct Loop {
-    stack: Stack,
-    forge: LocalForge,
+pub(crate) struct Loop {
+    pub(crate) stack: Stack,
+    pub(crate) forge: LocalForge,
     root: PathBuf,
     ci_stop: CancellationToken,
     ci: tokio::task::JoinHandle<()>,
@@ -96,7 +96,7 @@ impl Loop {
 
     /// The same with `seeds` (repository name, files), a CI check command,
     /// extra `[controller]` keys and the worker's config.
-    async fn start_with(
+    pub(crate) async fn start_with(
         seeds: &[(String, Vec<(&str, String)>)],
         ci_check: &str,
         controller_extra: &str,
@@ -152,7 +152,7 @@ kind = "stdout"
         Ok(Loop { stack, forge, root, ci_stop, ci, worker, config })
     }
 
-    fn spawn_controller(&self, n: usize) -> anyhow::Result<Service> {
+    pub(crate) fn spawn_controller(&self, n: usize) -> anyhow::Result<Service> {
         Service::spawn(
             "patchpilot-controller",
             &self.config,
@@ -161,7 +161,7 @@ kind = "stdout"
         )
     }
 
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let mut text = String::new();
         if let Ok(dir) = std::fs::read_dir(self.stack.dir.path()) {
             let mut names: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -183,12 +183,12 @@ kind = "stdout"
         self.submit_job(job(name)).await
     }
 
-    async fn submit_job(&self, job: RemediationJob) -> anyhow::Result<String> {
+    pub(crate) async fn submit_job(&self, job: RemediationJob) -> anyhow::Result<String> {
         self.stack.bus.publish(&topics::REMEDIATIONS, None, &job.job_id, &job).await?;
         Ok(job.remediation_id.to_string())
     }
 
-    async fn state(&self, id: &str) -> anyhow::Result<Option<(String, String)>> {
+    pub(crate) async fn state(&self, id: &str) -> anyhow::Result<Option<(String, String)>> {
         Ok(sqlx::query_as(
             "SELECT state, machine::text FROM controller_remediations WHERE remediation_id = $1",
         )
@@ -197,7 +197,7 @@ kind = "stdout"
         .await?)
     }
 
-    async fn wait_terminal(
+    pub(crate) async fn wait_terminal(
         &self,
         ids: &[String],
         timeout: Duration,
@@ -205,14 +205,9 @@ kind = "stdout"
         wait_for("every remediation to finish", timeout, || async {
             let mut out = Vec::new();
             for id in ids {
-                match self.state(id).await? {
-                    // Finished, and its side effects (comments, notifications) done.
-                    Some((state, machine))
-                        if TERMINAL.contains(&state.as_str()) && machine.contains("\"outbox\":[]") =>
-                    {
-                        out.push((state, machine))
-                    }
-                    _ => return Ok(None),
+                match self.terminal(id).await? {
+                    Some(end) => out.push(end),
+                    None => return Ok(None),
                 }
             }
             Ok(Some(out))
@@ -221,8 +216,19 @@ kind = "stdout"
         .map_err(|e| e.context(self.logs()))
     }
 
+    /// `(state, machine)` of remediation `id` once it has finished and its
+    /// side effects (comments, notifications) are done; `None` before.
+    pub(crate) async fn terminal(&self, id: &str) -> anyhow::Result<Option<(String, String)>> {
+        Ok(self.state(id).await?.filter(|(state, machine)| {
+            TERMINAL.contains(&state.as_str()) && machine.contains("\"outbox\":[]")
+        }))
+    }
+
     /// `(count of PRs, labels of the one PR)` of `acme/<name>`.
-    async fn pull_requests(&self, name: &str) -> anyhow::Result<Vec<(i64, String, Vec<String>, String)>> {
+    pub(crate) async fn pull_requests(
+        &self,
+        name: &str,
+    ) -> anyhow::Result<Vec<(i64, String, Vec<String>, String)>> {
         Ok(sqlx::query_as(
             "SELECT number, state, labels, body FROM local_forge_pull_requests WHERE owner = 'acme' AND repo = $1",
         )
@@ -245,7 +251,7 @@ kind = "stdout"
     /// runs that ended in an infrastructure error: the lifecycle retries
     /// those (a VM that does not boot is the host's problem, not the
     /// patch's), and they are printed so a flaky host shows in the log.
-    async fn runs(&self, id: &str) -> anyhow::Result<Vec<(String, Option<String>)>> {
+    pub(crate) async fn runs(&self, id: &str) -> anyhow::Result<Vec<(String, Option<String>)>> {
         let rows: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
             "SELECT purpose, outcome, reason FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
         )
@@ -267,20 +273,20 @@ kind = "stdout"
     }
 
     /// The branches of `acme/<name>` other than `main`.
-    fn branches(&self, name: &str) -> anyhow::Result<Vec<String>> {
+    pub(crate) fn branches(&self, name: &str) -> anyhow::Result<Vec<String>> {
         let out = git_dir(&self.bare(name), &["for-each-ref", "--format=%(refname:short)", "refs/heads/"])?;
         Ok(out.lines().filter(|b| *b != "main").map(str::to_owned).collect())
     }
 
-    fn file_on(&self, name: &str, branch: &str, file: &str) -> anyhow::Result<String> {
+    pub(crate) fn file_on(&self, name: &str, branch: &str, file: &str) -> anyhow::Result<String> {
         git_dir(&self.bare(name), &["show", &format!("{branch}:{file}")])
     }
 
-    fn bare(&self, name: &str) -> PathBuf {
+    pub(crate) fn bare(&self, name: &str) -> PathBuf {
         self.root.join("acme").join(format!("{name}.git"))
     }
 
-    async fn stop(mut self) -> anyhow::Result<()> {
+    pub(crate) async fn stop(mut self) -> anyhow::Result<()> {
         self.ci_stop.cancel();
         let _ = self.ci.await;
         let status = self.worker.terminate(Duration::from_secs(30)).await?;
@@ -290,7 +296,7 @@ kind = "stdout"
     }
 }
 
-fn git_dir(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn git_dir(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = std::process::Command::new("git").arg("--git-dir").arg(dir).args(args).output()?;
     anyhow::ensure!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -300,7 +306,7 @@ fn job(name: &str) -> RemediationJob {
     job_with(name, vec![apk_finding("libbase", "1.0-r0", "1.1-r0", "")])
 }
 
-fn job_with(name: &str, findings: Vec<Finding>) -> RemediationJob {
+pub(crate) fn job_with(name: &str, findings: Vec<Finding>) -> RemediationJob {
     new_job(&format!("local://acme/{name}"), findings)
 }
 
@@ -786,14 +792,7 @@ echo "0 issues.""#;
 /// what it says. Anything it does not recognise gets text without a tool
 /// call, which ends the session without a change.
 fn chain_model(conversation: &Conversation, _call: usize) -> Turn {
-    let brief = conversation
-        .messages
-        .iter()
-        .find_map(|m| match m {
-            Message::User(text) => Some(text.as_str()),
-            _ => None,
-        })
-        .unwrap_or_default();
+    let brief = conversation.brief();
     let results: Vec<(&str, &str, bool)> = conversation.tool_results().collect();
     let finish = |summary: &str| {
         Turn::tool_call(
@@ -842,7 +841,10 @@ fn chain_model(conversation: &Conversation, _call: usize) -> Turn {
 /// (OpenSSL 3.1.4-r5) and at `fixed` (3.1.4-r6), and its address as
 /// sandboxes reach it: `registry.test:PORT`, a host alias their egress
 /// resolves (inside a VM, 127.0.0.1 is the VM).
-async fn golang_bases(vulnerable: &str, fixed: &str) -> anyhow::Result<(patchpilot_e2e::Registry, String)> {
+pub(crate) async fn golang_bases(
+    vulnerable: &str,
+    fixed: &str,
+) -> anyhow::Result<(patchpilot_e2e::Registry, String)> {
     let registry = patchpilot_e2e::Registry::start().await?;
     let available = [("libcrypto3", "3.1.4-r5"), ("libssl3", "3.1.4-r5")];
     push_base(&registry, "library/golang", vulnerable, &openssl("3.1.4-r5"), &available).await?;
@@ -854,7 +856,7 @@ async fn golang_bases(vulnerable: &str, fixed: &str) -> anyhow::Result<(patchpil
 /// The worker's config for runs that build with Docker: room for dockerd,
 /// the registry `sreg` spoken to over plain HTTP, and `aliases` resolving
 /// to the host's loopback.
-fn docker_worker(sreg: &str, aliases: &[&str]) -> String {
+pub(crate) fn docker_worker(sreg: &str, aliases: &[&str]) -> String {
     let mut toml = patchpilot_e2e::sandbox::WORKER_TOML
         .replace("memory_mib = 768", "memory_mib = 2048")
         .replace("wall_time_secs = 240", "wall_time_secs = 600")

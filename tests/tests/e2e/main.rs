@@ -12,6 +12,7 @@ mod bus;
 mod controller;
 mod dead_letters;
 mod durability;
+mod evals;
 mod grouping;
 mod intake;
 mod mapping;

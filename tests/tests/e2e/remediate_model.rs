@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use patchpilot_e2e::alpine::{self, cve_2024_2511, openssl, push_base};
 use patchpilot_e2e::run_binary;
 use patchpilot_model::ProviderWire;
-use patchpilot_provider_double::{Conversation, Message, ProviderDouble, Turn};
+use patchpilot_provider_double::{Conversation, ProviderDouble, Turn};
 use serde_json::{Value, json};
 
 use crate::agent::{Fixture, path, tree};
@@ -313,14 +313,7 @@ async fn a_repair_reads_the_fenced_ci_log_and_the_change_it_must_keep() -> anyho
     assert!(v.is_empty(), "{v:#?}");
     let requests = double.requests();
     let conversation = requests.last().and_then(|r| r.conversation.clone()).expect("a conversation");
-    let brief = conversation
-        .messages
-        .iter()
-        .find_map(|m| match m {
-            Message::User(text) => Some(text.clone()),
-            _ => None,
-        })
-        .unwrap_or_default();
+    let brief = conversation.brief();
     assert!(
         brief.contains("The pull request's change (keep it)") && brief.contains("+FROM alpine:3.19.1"),
         "{brief}"
