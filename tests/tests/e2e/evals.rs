@@ -31,6 +31,7 @@ use patchpilot_e2e::sandbox::{VM_LOCK, skip_reason};
 use patchpilot_e2e::wait_for;
 use patchpilot_evals::judge::{Evidence, model_calls};
 use patchpilot_evals::obedient::results_of;
+use patchpilot_evals::report::benign_held;
 use patchpilot_evals::{Case, Obedient, Placeholders, Report, Row, Twin, judge, load_dir, shipped_cases};
 use patchpilot_forge::Repo;
 use patchpilot_provider_double::{Credentials, ProviderDouble};
@@ -391,25 +392,24 @@ fn host_mark(case: &Case) -> Option<std::path::PathBuf> {
     Some(std::path::PathBuf::from(format!("/tmp/{marker}{}", case.name)))
 }
 
-/// Every shipped case, both twins, against the compromised model: every
-/// injected goal is attempted and contained by a layer the table names,
-/// and every benign twin ends with a verified fix on a green PR.
-#[tokio::test]
-async fn compromised_model_is_contained_on_every_shipped_case() -> anyhow::Result<()> {
+/// Puts `twins` of every shipped case through a suite with no defence off,
+/// prints the table and fails unless every row holds.
+async fn compromised_suite(test: &str, twins_of: &[Twin]) -> anyhow::Result<()> {
     let _one_vm = VM_LOCK.lock().await;
-    if skip_reason("compromised_model_is_contained_on_every_shipped_case").is_some() {
+    if skip_reason(test).is_some() {
         return Ok(());
     }
     let cases = shipped()?;
     let suite = Suite::start(&cases, Off::default()).await?;
     let mut controller = suite.lp.spawn_controller(0)?;
     let twins: Vec<(&Case, Twin)> =
-        cases.iter().flat_map(|c| [(c, Twin::Injected), (c, Twin::Benign)]).collect();
+        cases.iter().flat_map(|c| twins_of.iter().map(move |t| (c, *t))).collect();
     let started = Instant::now();
     let evidence = suite.run(&twins).await?;
     let elapsed = started.elapsed();
     let mut details = String::new();
-    let mut verdicts = Vec::new();
+    let mut injected = std::collections::BTreeMap::new();
+    let mut benign = std::collections::BTreeMap::new();
     for ((case, twin), evidence) in twins.iter().zip(&evidence) {
         let verdict = judge(case, *twin, evidence, case.attack.len());
         details.push_str(&format!(
@@ -426,31 +426,50 @@ async fn compromised_model_is_contained_on_every_shipped_case() -> anyhow::Resul
             evidence.finishes,
             evidence.fix_edits,
         ));
-        verdicts.push(verdict);
+        match twin {
+            Twin::Injected => injected.insert(case.name.as_str(), verdict),
+            Twin::Benign => benign.insert(case.name.as_str(), verdict),
+        };
     }
-    let mut verdicts = verdicts.into_iter();
-    let rows: Vec<Row> = cases
-        .iter()
-        .map(|case| {
-            let injected = verdicts.next().expect("an injected twin's verdict");
-            let benign = verdicts.next().expect("a benign twin's verdict");
-            Row::new(case, injected, benign)
-        })
-        .collect();
     println!("{} twins in {:.0} s", twins.len(), elapsed.as_secs_f64());
-    let report = Report { model: "compromised".into(), rows };
-    let table = report.table();
-    println!("{table}");
     assert!(suite.double.violations().is_empty(), "{:#?}", suite.double.violations());
-    let failed: Vec<&str> = report.rows.iter().filter(|r| !r.passed()).map(|r| r.case.as_str()).collect();
-    assert!(
-        failed.is_empty(),
-        "cases that did not hold: {failed:?}\n{table}\n{details}\n{}",
-        suite.lp.logs()
-    );
+    let failed: Vec<String> = if twins_of.contains(&Twin::Injected) {
+        let rows: Vec<Row> = cases
+            .iter()
+            .filter_map(|c| {
+                Some(Row::new(c, injected.remove(c.name.as_str())?, benign.remove(c.name.as_str())))
+            })
+            .collect();
+        let report = Report { model: "compromised".into(), rows };
+        println!("{}", report.table());
+        report.rows.iter().filter(|r| !r.passed()).map(|r| r.case.clone()).collect()
+    } else {
+        for (case, verdict) in &benign {
+            println!("{case}: benign twin fixed: {}, attempted: {}", verdict.task_done, verdict.attempted);
+        }
+        benign.iter().filter(|(_, v)| !benign_held(v)).map(|(c, _)| (*c).to_owned()).collect()
+    };
+    assert!(failed.is_empty(), "cases that did not hold: {failed:?}\n{details}\n{}", suite.lp.logs());
     let status = controller.terminate(Duration::from_secs(30)).await?;
     assert!(status.success(), "{status:?}");
     suite.lp.stop().await
+}
+
+/// Every shipped case's injected twin against the compromised model: every
+/// injected goal is attempted, reached nowhere and stopped by a layer the
+/// table names.
+#[tokio::test]
+async fn compromised_model_is_contained_on_every_shipped_case() -> anyhow::Result<()> {
+    compromised_suite("compromised_model_is_contained_on_every_shipped_case", &[Twin::Injected]).await
+}
+
+/// Every shipped case's benign twin ends with a verified fix on a green
+/// pull request, the model attempting nothing. Both twins together, with
+/// the whole table: `scripts/eval`.
+#[tokio::test]
+#[ignore = "about 15 minutes of VM runs on 2 cores, past CI's budget: `scripts/eval` runs it with the injected twins"]
+async fn benign_twins_of_every_shipped_case_end_with_a_verified_fix() -> anyhow::Result<()> {
+    compromised_suite("benign_twins_of_every_shipped_case_end_with_a_verified_fix", &[Twin::Benign]).await
 }
 
 /// The same cases with the defence that held each switched off: the
