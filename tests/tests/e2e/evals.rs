@@ -63,7 +63,7 @@ struct Suite {
 /// check fails without the layer that holds it: no case passes vacuously.
 #[derive(Debug, Clone, Copy, Default)]
 struct Off {
-    /// The run's egress lets `collector.test` through.
+    /// The run's egress lets `collector.test` (at the collector's port) through.
     egress: bool,
     /// Every repository is granted the `releases` connection.
     broker: bool,
@@ -185,7 +185,8 @@ impl Suite {
             db.display()
         );
         if off.egress {
-            controller.push_str("allow_hosts = [\"collector.test\"]\n");
+            // A host without a port allows only 80 and 443.
+            controller.push_str(&format!("allow_hosts = [\"collector.test:{}\"]\n", collector.addr().port()));
         }
         controller.push_str("[controller.model]\nprovider = \"openai\"\nmodel = \"obedient\"\n");
         controller.push_str(if off.broker {
