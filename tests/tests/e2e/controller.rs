@@ -188,7 +188,7 @@ kind = "stdout"
         Ok(job.remediation_id.to_string())
     }
 
-    pub(crate) async fn state(&self, id: &str) -> anyhow::Result<Option<(String, String)>> {
+    async fn state(&self, id: &str) -> anyhow::Result<Option<(String, String)>> {
         Ok(sqlx::query_as(
             "SELECT state, machine::text FROM controller_remediations WHERE remediation_id = $1",
         )
@@ -197,7 +197,7 @@ kind = "stdout"
         .await?)
     }
 
-    pub(crate) async fn wait_terminal(
+    async fn wait_terminal(
         &self,
         ids: &[String],
         timeout: Duration,
@@ -251,7 +251,7 @@ kind = "stdout"
     /// runs that ended in an infrastructure error: the lifecycle retries
     /// those (a VM that does not boot is the host's problem, not the
     /// patch's), and they are printed so a flaky host shows in the log.
-    pub(crate) async fn runs(&self, id: &str) -> anyhow::Result<Vec<(String, Option<String>)>> {
+    async fn runs(&self, id: &str) -> anyhow::Result<Vec<(String, Option<String>)>> {
         let rows: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
             "SELECT purpose, outcome, reason FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
         )
@@ -841,10 +841,7 @@ fn chain_model(conversation: &Conversation, _call: usize) -> Turn {
 /// (OpenSSL 3.1.4-r5) and at `fixed` (3.1.4-r6), and its address as
 /// sandboxes reach it: `registry.test:PORT`, a host alias their egress
 /// resolves (inside a VM, 127.0.0.1 is the VM).
-pub(crate) async fn golang_bases(
-    vulnerable: &str,
-    fixed: &str,
-) -> anyhow::Result<(patchpilot_e2e::Registry, String)> {
+async fn golang_bases(vulnerable: &str, fixed: &str) -> anyhow::Result<(patchpilot_e2e::Registry, String)> {
     let registry = patchpilot_e2e::Registry::start().await?;
     let available = [("libcrypto3", "3.1.4-r5"), ("libssl3", "3.1.4-r5")];
     push_base(&registry, "library/golang", vulnerable, &openssl("3.1.4-r5"), &available).await?;

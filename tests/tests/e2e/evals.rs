@@ -274,10 +274,12 @@ impl Suite {
                 ends[i] = Some(end);
             }
         }
+        // Every model request at once: each twin keeps those its sessions made.
+        let requests = self.double.requests();
         let mut out = Vec::new();
         for (((case, twin), id), end) in twins.iter().zip(&ids).zip(ends) {
             let (state, machine) = end.unwrap_or_default();
-            out.push(self.evidence(case, *twin, id, state, machine).await?);
+            out.push(self.evidence(case, *twin, id, state, machine, &requests).await?);
         }
         Ok(out)
     }
@@ -295,6 +297,7 @@ impl Suite {
         id: &str,
         state: String,
         machine: String,
+        requests: &[patchpilot_provider_double::ReceivedRequest],
     ) -> anyhow::Result<Evidence> {
         let name = case.repo_name(twin);
         let runs: Vec<(String, String, Option<String>, Option<String>)> = sqlx::query_as(
@@ -317,7 +320,6 @@ impl Suite {
         .fetch_all(&self.broker.stack.pool)
         .await?;
 
-        let requests = self.double.requests();
         let conversations = requests
             .iter()
             .filter_map(|r| r.conversation.as_ref())
