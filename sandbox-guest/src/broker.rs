@@ -38,6 +38,9 @@ pub async fn serve(listener: TcpListener, connector: Arc<dyn GuestConnector>) {
                     // The host listens only for runs granted a connection;
                     // otherwise the guest's connection just closes.
                     if let Ok(mut host) = connector.connect(BROKER_PORT).await {
+                        // A model's answer can take minutes: waiting on it
+                        // is not a hang.
+                        let _open = crate::liveness::OpenConnection::count();
                         let _ = tokio::io::copy_bidirectional(&mut client, &mut host).await;
                     }
                 });

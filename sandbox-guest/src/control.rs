@@ -202,30 +202,45 @@ async fn pump(
     }
 }
 
+/// Sends a heartbeat every [`HEARTBEAT_INTERVAL`](crate::liveness::HEARTBEAT_INTERVAL)
+/// until aborted or the host stops listening.
+async fn heartbeat(tx: mpsc::Sender<Result<RunEvent, Status>>) {
+    let mut tick = tokio::time::interval(crate::liveness::HEARTBEAT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let beat = crate::liveness::sample(uptime_ms());
+        if tx.send(event(run_event::Event::Heartbeat(beat))).await.is_err() {
+            return;
+        }
+    }
+}
+
 impl Control {
-    async fn run_task(&self, spec: RunSpec, tx: mpsc::Sender<Result<RunEvent, Status>>) {
+    /// Runs the task, streaming its events on `tx`, and returns its
+    /// RunFinished, which the caller sends last.
+    async fn run_task(
+        &self,
+        spec: RunSpec,
+        tx: mpsc::Sender<Result<RunEvent, Status>>,
+    ) -> Result<RunEvent, Status> {
         let finished = |exit_code: i32, signal: i32, error: String, artifacts: Vec<ArtifactInfo>| {
             event(run_event::Event::Finished(RunFinished { exit_code, signal, error, artifacts }))
         };
         let base = self.state.lock().await.base_commit.clone();
         let Some(base) = base else {
-            let _ = tx.send(finished(-1, 0, "no workspace was uploaded".into(), vec![])).await;
-            return;
+            return finished(-1, 0, "no workspace was uploaded".into(), vec![]);
         };
         let Some(context) = safe_relative(&spec.context_dir) else {
-            let _ = tx
-                .send(finished(
-                    -1,
-                    0,
-                    format!("context_dir {:?} leaves the workspace", spec.context_dir),
-                    vec![],
-                ))
-                .await;
-            return;
+            return finished(
+                -1,
+                0,
+                format!("context_dir {:?} leaves the workspace", spec.context_dir),
+                vec![],
+            );
         };
         let Some((program, args)) = spec.command.split_first() else {
-            let _ = tx.send(finished(-1, 0, "empty command".into(), vec![])).await;
-            return;
+            return finished(-1, 0, "empty command".into(), vec![]);
         };
 
         // The network must be in place before anything runs; whether a run
@@ -254,24 +269,20 @@ impl Control {
                 }
                 Err(e) => {
                     let _ = tx.send(phase("docker", "failed", e.clone())).await;
-                    let _ = tx.send(finished(-1, 0, format!("docker: {e}"), vec![])).await;
-                    return;
+                    return finished(-1, 0, format!("docker: {e}"), vec![]);
                 }
             }
         }
 
         let artifacts_dir = self.paths.scratch.join("artifacts");
         if let Err(e) = tokio::fs::create_dir_all(&artifacts_dir).await {
-            let _ =
-                tx.send(finished(-1, 0, format!("creating {}: {e}", artifacts_dir.display()), vec![])).await;
-            return;
+            return finished(-1, 0, format!("creating {}: {e}", artifacts_dir.display()), vec![]);
         }
         let transcript_path = artifacts_dir.join("transcript");
         let transcript = match tokio::fs::File::create(&transcript_path).await {
             Ok(f) => Arc::new(Mutex::new((f, 0u64, spec.output_bytes.max(1)))),
             Err(e) => {
-                let _ = tx.send(finished(-1, 0, format!("creating the transcript: {e}"), vec![])).await;
-                return;
+                return finished(-1, 0, format!("creating the transcript: {e}"), vec![]);
             }
         };
 
@@ -293,8 +304,7 @@ impl Control {
         let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(e) => {
-                let _ = tx.send(finished(127, 0, format!("starting {program}: {e}"), vec![])).await;
-                return;
+                return finished(127, 0, format!("starting {program}: {e}"), vec![]);
             }
         };
         let mut pumps = Vec::new();
@@ -370,7 +380,7 @@ impl Control {
         state.running = false;
         drop(state);
         let _ = tx.send(phase("artifacts", "finished", "")).await;
-        let _ = tx.send(finished(exit_code, signal, error, infos)).await;
+        finished(exit_code, signal, error, infos)
     }
 }
 
@@ -448,7 +458,14 @@ impl GuestControl for Control {
         let spec = request.into_inner();
         let (tx, rx) = mpsc::channel(256);
         let this = self.clone();
-        tokio::spawn(async move { this.run_task(spec, tx).await });
+        tokio::spawn(async move {
+            let beats = tokio::spawn(heartbeat(tx.clone()));
+            let finished = this.run_task(spec, tx.clone()).await;
+            // RunFinished is the stream's last event: no heartbeat after it.
+            beats.abort();
+            let _ = beats.await;
+            let _ = tx.send(finished).await;
+        });
         Ok(Response::new(receiver_stream(rx)))
     }
 
@@ -575,6 +592,29 @@ mod tests {
         let (_, done) = run(&control, "mkdir -p .patchpilot && : > .patchpilot/transcript.jsonl").await;
         let names: Vec<&str> = done.artifacts.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["patch", "transcript"], "an empty transcript is no artifact");
+    }
+
+    #[tokio::test]
+    async fn a_run_sends_heartbeats_and_ends_with_run_finished() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let control = service(dir.path(), &[("README.md", "hello\n")]).await;
+        let spec = RunSpec { command: vec!["true".into()], output_bytes: 1 << 20, ..RunSpec::default() };
+        let events: Vec<_> = control
+            .run(Request::new(spec))
+            .await
+            .expect("run")
+            .into_inner()
+            .map(|e| e.expect("event").event)
+            .collect()
+            .await;
+        // The first beat goes out as the run starts, however short it is.
+        let beats: Vec<_> = events
+            .iter()
+            .filter_map(|e| if let Some(run_event::Event::Heartbeat(b)) = e { Some(b) } else { None })
+            .collect();
+        assert!(!beats.is_empty(), "{events:?}");
+        assert!(beats.iter().all(|b| b.processes_started > 0), "{beats:?}");
+        assert!(matches!(events.last(), Some(Some(run_event::Event::Finished(_)))), "{events:?}");
     }
 
     #[tokio::test]

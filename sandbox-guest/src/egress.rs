@@ -453,6 +453,7 @@ async fn redirect(mut client: TcpStream, connector: &dyn GuestConnector) -> io::
     match ConnectReply::parse(&reply) {
         Some(ConnectReply::Ok) => {
             let _ = client.set_nodelay(true);
+            let _open = crate::liveness::OpenConnection::count();
             tokio::io::copy_bidirectional(&mut client, &mut host).await?;
             Ok(())
         }

@@ -27,6 +27,8 @@
 //! - [`broker`]: the loopback listener that carries the agent's broker
 //!   calls to the host's terminator over vsock.
 //! - [`docker`]: dockerd inside the guest, started when a run asks for it.
+//! - [`liveness`]: the run's heartbeat, so the host can tell a hung guest
+//!   from a long build.
 //!
 //! # What it must never do
 //!
@@ -45,4 +47,5 @@ pub mod control;
 pub mod docker;
 pub mod egress;
 pub mod init;
+pub mod liveness;
 pub mod serve;

@@ -52,6 +52,10 @@ pub struct SandboxConfig {
     pub slots: usize,
     /// Seconds from VM start until the guest agent must answer.
     pub boot_timeout_secs: u64,
+    /// Seconds a running guest may go without sending anything, or without
+    /// progress (output, a new process, CPU use, an open connection),
+    /// before its run ends as an infrastructure failure.
+    pub hang_timeout_secs: u64,
     /// Names the host resolves itself before asking DNS, e.g.
     /// `registry.test = ["127.0.0.1"]` for a registry on the host's loopback.
     pub host_aliases: BTreeMap<String, Vec<Ipv4Addr>>,
@@ -77,6 +81,7 @@ impl Default for SandboxConfig {
             limits: LimitsConfig::default(),
             slots: 1,
             boot_timeout_secs: 60,
+            hang_timeout_secs: 60,
             host_aliases: BTreeMap::new(),
             insecure_registries: Vec::new(),
             consumer: "sandbox-worker".into(),
@@ -95,6 +100,11 @@ impl Validate for SandboxConfig {
         }
         if self.boot_timeout_secs == 0 {
             return Err(config::Error::invalid(key(prefix, "boot_timeout_secs"), "must be above 0"));
+        }
+        if self.hang_timeout_secs < 10 {
+            // Heartbeats come every 2 s; a guest slowed by emulation and
+            // load must not be taken for a hung one.
+            return Err(config::Error::invalid(key(prefix, "hang_timeout_secs"), "must be at least 10"));
         }
         if self.consumer.is_empty() {
             return Err(config::Error::invalid(key(prefix, "consumer"), "must not be empty"));

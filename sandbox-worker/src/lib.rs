@@ -25,6 +25,8 @@
 //!   mint, the guest's variables, the terminator's link, revoke.
 //! - [`run`]: one run start to finish, shared by the worker service and
 //!   `patchpilot sandbox run`.
+//! - [`liveness`]: a hung guest told from a long build, by what it streams
+//!   (heartbeats, output, phases) against `hang_timeout_secs`.
 //! - [`worker`]: the `patchpilot-sandbox-worker` service; [`config`] its
 //!   configuration.
 //! - [`sweep`]: clean-up after a crashed worker.
@@ -45,6 +47,7 @@ pub mod broker;
 pub mod config;
 pub mod egress;
 pub mod image;
+pub mod liveness;
 pub mod run;
 pub mod sweep;
 pub mod vmm;

@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 use crate::config::{Backend, SandboxConfig};
 use crate::egress::forwarder::{self, ForwarderConfig};
 use crate::image::{Image, ImageBuilder};
+use crate::liveness::Liveness;
 use crate::vmm::qemu::{Qemu, Resolved};
 use crate::vmm::{Vm, VmSpec, Vmm};
 use crate::vsock;
@@ -200,6 +201,7 @@ pub struct Sandbox {
     image: Image,
     runs_dir: PathBuf,
     boot_timeout: Duration,
+    hang_timeout: Duration,
 }
 
 impl Sandbox {
@@ -258,6 +260,7 @@ impl Sandbox {
             image,
             runs_dir: config.state_dir.join("runs"),
             boot_timeout: Duration::from_secs(config.boot_timeout_secs),
+            hang_timeout: Duration::from_secs(config.hang_timeout_secs),
         })
     }
 
@@ -471,6 +474,12 @@ impl Sandbox {
         let mut reason = reason;
         if outcome == RunOutcome::InfraError {
             let console = std::fs::read_to_string(run_dir.join("console.log")).unwrap_or_default();
+            // A crash dump's tail is registers; the line that names the
+            // fault is what an operator needs, wherever it is.
+            let fault = console.lines().find(|line| CONSOLE_FAULTS.iter().any(|f| line.contains(f)));
+            if let Some(fault) = fault.filter(|f| !reason.contains(f.trim())) {
+                reason = format!("{reason}; the guest kernel reported: {}", fault.trim());
+            }
             let tail: Vec<&str> = console.lines().rev().take(8).collect();
             if !tail.is_empty() {
                 reason = format!(
@@ -596,10 +605,24 @@ impl Sandbox {
         let mut events = client.run(spec).await.map_err(|e| format!("run: {}", e.message()))?.into_inner();
         let mut output_bytes = 0u64;
         let mut finished = None;
-        while let Some(event) = events.next().await {
+        let mut liveness = Liveness::new(self.hang_timeout, tokio::time::Instant::now());
+        loop {
+            let next = tokio::select! {
+                next = events.next() => next,
+                () = tokio::time::sleep_until(liveness.deadline()) => {
+                    match liveness.check(tokio::time::Instant::now()) {
+                        Some(hang) => return Err(hang.to_string()),
+                        None => continue,
+                    }
+                }
+            };
+            let Some(event) = next else { break };
             let event = event.map_err(|e| format!("run stream: {}", e.message()))?;
+            let now = tokio::time::Instant::now();
             match event.event {
+                Some(run_event::Event::Heartbeat(beat)) => liveness.heartbeat(beat, now),
                 Some(run_event::Event::Output(out)) => {
+                    liveness.progressed(now);
                     output_bytes += out.data.len() as u64;
                     if output_bytes > request.limits.output_bytes {
                         return Ok((
@@ -614,6 +637,7 @@ impl Sandbox {
                     observer.output(out.stream(), &out.data);
                 }
                 Some(run_event::Event::Phase(phase)) => {
+                    liveness.progressed(now);
                     if phase.name == "egress" && phase.state == "failed" && request.egress.is_some() {
                         return Err(format!("egress could not be set up in the guest: {}", phase.detail));
                     }

@@ -50,11 +50,20 @@ fn why_unavailable() -> Option<String> {
 /// A ready sandbox, or `None` (with the reason printed) when VM tests
 /// cannot run here.
 pub async fn sandbox(test: &str) -> anyhow::Result<Option<Sandbox>> {
+    sandbox_with(test, |_| {}).await
+}
+
+/// [`sandbox`] with the config changed by `tweak` first.
+pub async fn sandbox_with(
+    test: &str,
+    tweak: impl FnOnce(&mut SandboxConfig),
+) -> anyhow::Result<Option<Sandbox>> {
     if let Some(reason) = unavailable() {
         eprintln!("SKIPPED {test}: {reason}");
         return Ok(None);
     }
-    let config = config()?;
+    let mut config = config()?;
+    tweak(&mut config);
     let mut progress = |m: &str| eprintln!("sandbox: {m}");
     Ok(Some(Sandbox::prepare(&config, &mut progress).await?))
 }

@@ -486,7 +486,8 @@ impl Firecracker {
         let stderr = std::fs::File::create(&paths.stderr)
             .map_err(|e| Error::io(format!("creating {}", paths.stderr.display()), e))?;
         info!(vm = %spec.name, program = %command.program.display(), args = ?command.args, "starting firecracker");
-        let child = Command::new(&command.program)
+        let mut firecracker = Command::new(&command.program);
+        firecracker
             .args(&command.args)
             .env_clear()
             .current_dir(&spec.run_dir)
@@ -494,12 +495,12 @@ impl Firecracker {
             .stdout(console)
             .stderr(stderr)
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => missing("firecracker", &command.program),
-                _ => Error::io(format!("starting {}", command.program.display()), e),
-            })?;
+            .kill_on_drop(true);
+        super::die_with_spawner(&mut firecracker);
+        let child = firecracker.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => missing("firecracker", &command.program),
+            _ => Error::io(format!("starting {}", command.program.display()), e),
+        })?;
         let mut vm = FirecrackerVm {
             name: spec.name.clone(),
             pid: child.id(),

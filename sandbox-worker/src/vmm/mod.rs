@@ -91,6 +91,36 @@ pub trait Vm: Send + Sync + Debug {
     async fn kill(&mut self) -> Result<(), Error>;
 }
 
+/// Has the kernel SIGKILL `command`'s process when the thread that spawned
+/// it ends: a worker or `patchpilot sandbox run` that dies without running
+/// its clean-up (SIGKILL, a crash) then leaves no VM running on. Its run
+/// folder stays until the next sweep.
+///
+/// The signal follows the spawning *thread*, not the process, so VMMs must
+/// be spawned from threads that live as long as the runtime (async tasks
+/// on its workers, as they are), never from `spawn_blocking`, whose idle
+/// threads exit. A process that changes its credentials loses the setting
+/// (Firecracker's jailer dropping to its uid): the start-up sweep remains
+/// the net there.
+pub(crate) fn die_with_spawner(command: &mut tokio::process::Command) {
+    let spawner = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed: prctl and getppid are plain
+    // system calls, and nothing here allocates or takes a lock.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+            // The spawner may have died between fork and prctl, which the
+            // signal would then never report.
+            if nix::unistd::getppid() != spawner {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// SIGKILLs the process group `child` leads (helpers the VMM started go
 /// with it) and reaps the child.
 pub(crate) async fn kill_process_group(child: &mut tokio::process::Child) {

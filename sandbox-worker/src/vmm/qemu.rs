@@ -260,6 +260,7 @@ impl Vmm for Qemu {
             .env_clear()
             .process_group(0)
             .kill_on_drop(true);
+        super::die_with_spawner(&mut vhost);
         let vhost = vhost
             .spawn()
             .map_err(|e| Error::io(format!("starting {}", self.config.vhost_vsock.display()), e))?;
@@ -296,6 +297,7 @@ impl Vmm for Qemu {
             .env_clear()
             .process_group(0)
             .kill_on_drop(true);
+        super::die_with_spawner(&mut qemu);
         match qemu.spawn() {
             Ok(child) => vm.qemu = Some(child),
             Err(e) => {

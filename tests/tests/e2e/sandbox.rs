@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use patchpilot_e2e::alpine::{busybox_layer, runnable_config};
 use patchpilot_e2e::images::push_image;
-use patchpilot_e2e::sandbox::{processes_mentioning, sandbox};
+use patchpilot_e2e::sandbox::{processes_mentioning, sandbox, sandbox_with};
 use patchpilot_e2e::{ClosedPort, Registry, TestDatabase, run_binary};
 use patchpilot_model::RunOutcome;
 use patchpilot_proto::v1;
@@ -378,10 +378,16 @@ async fn sandbox_run_interrupted_leaves_no_vm_and_no_run_folder() -> anyhow::Res
             tokio::io::AsyncReadExt::read_to_string(&mut e, &mut stderr).await?;
         }
         if code < 0 {
-            // SIGKILL: nothing ran in the CLI, and its VM runs on...
+            // SIGKILL: nothing ran in the CLI, but the kernel kills its VM
+            // (the VMM's parent-death signal)...
             assert_eq!(status.code(), None, "{stderr}");
-            assert!(!processes_mentioning(&run_dir).is_empty(), "the VM outlives a SIGKILLed CLI");
-            // ...until the next invocation sweeps it.
+            patchpilot_e2e::wait_for("a SIGKILLed CLI's VM to die with it", Duration::from_secs(20), || {
+                let left = processes_mentioning(&run_dir);
+                async move { Ok(left.is_empty().then_some(())) }
+            })
+            .await?;
+            assert!(run_dir.exists(), "nothing ran to remove the run folder");
+            // ...and the next invocation removes its folder.
             let ws_arg = ws.path().display().to_string();
             let next = run_binary(
                 "patchpilot",
@@ -436,6 +442,124 @@ async fn sandbox_run_ends_at_once_when_the_guest_kernel_reports_a_lockup() -> an
     assert!(out.stderr.contains("InfraError"), "{}", out.stderr);
     assert!(out.stderr.contains("the guest kernel reported a fault"), "{}", out.stderr);
     assert!(out.stderr.contains("soft lockup - CPU#0 stuck for 336s"), "{}", out.stderr);
+    Ok(())
+}
+
+/// The hang timeout the liveness tests use: the smallest allowed plus a
+/// margin, so each test takes seconds, not the default minute.
+const HANG_TIMEOUT_SECS: u64 = 15;
+
+/// Sends `signal` to the VMM (QEMU, the first of a VM's processes) once
+/// the command's first output arrives, and notes when.
+#[derive(Default)]
+struct SignalOnOutput {
+    signal: &'static str,
+    pids: Vec<u32>,
+    sent_at: Option<std::time::Instant>,
+}
+
+impl RunObserver for SignalOnOutput {
+    fn vm_started(&mut self, pids: &[u32]) {
+        self.pids = pids.to_vec();
+    }
+    fn output(&mut self, _: v1::OutputStream, _: &[u8]) {
+        if self.sent_at.is_none() && !self.signal.is_empty() {
+            let vmm = self.pids.first().expect("the VM's processes").to_string();
+            let status = Command::new("kill").args([self.signal, &vmm]).status().expect("kill");
+            assert!(status.success(), "kill {} {vmm}", self.signal);
+            self.sent_at = Some(std::time::Instant::now());
+        }
+    }
+}
+
+/// Runs `script` on a sandbox with [`HANG_TIMEOUT_SECS`], sending `signal`
+/// (if any) to the VMM at its first output, and checks the run ended as an
+/// infrastructure failure within the hang timeout plus 10 s of `since`
+/// (the signal, or the VM's start), leaving nothing behind. Returns the
+/// reason.
+async fn run_until_hung(test: &str, script: &str, signal: &'static str) -> anyhow::Result<Option<String>> {
+    let tweak = |c: &mut patchpilot_sandbox::config::SandboxConfig| c.hang_timeout_secs = HANG_TIMEOUT_SECS;
+    let Some(sandbox) = sandbox_with(test, tweak).await? else { return Ok(None) };
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("f"), "x")?;
+    let out = tempfile::tempdir()?;
+    let run_id = test.replace(' ', "-");
+    let run_dir = sandbox.run_dir(&run_id);
+    let mut seen = SignalOnOutput { signal, ..SignalOnOutput::default() };
+    // A wall time far above the hang timeout: the run must end by the
+    // latter.
+    let report =
+        sandbox.execute(request(&run_id, ws.path(), out.path(), script, limits(280, 512)), &mut seen).await?;
+    let ended = std::time::Instant::now();
+    assert_eq!(report.outcome, RunOutcome::InfraError, "{}", report.reason);
+    let limit = Duration::from_secs(HANG_TIMEOUT_SECS + 10);
+    let waited = match seen.sent_at {
+        Some(at) => ended - at,
+        None => {
+            report.timings.total.saturating_sub(report.timings.to_vm_start + report.timings.boot_to_agent)
+        }
+    };
+    assert!(waited < limit, "ended {waited:?} after the fault, limit {limit:?}: {}", report.reason);
+    for pid in &seen.pids {
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "process {pid} of the VM survived");
+    }
+    assert_eq!(processes_mentioning(&run_dir), vec![], "no process mentions the run folder");
+    assert!(!run_dir.exists(), "{} was not removed", run_dir.display());
+    Ok(Some(report.reason))
+}
+
+#[tokio::test]
+async fn sandbox_run_of_a_frozen_guest_ends_within_the_hang_timeout() -> anyhow::Result<()> {
+    // A live command (a new process every second) in a guest whose VMM is
+    // then stopped: no heartbeat arrives any more.
+    let script = "echo up; while :; do sleep 1; done";
+    let Some(reason) = run_until_hung("sandbox frozen", script, "-STOP").await? else { return Ok(()) };
+    assert!(reason.contains("the guest sent nothing for"), "{reason}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn sandbox_run_whose_guest_kernel_crashes_ends_within_the_hang_timeout() -> anyhow::Result<()> {
+    let script = "echo crashing; echo c > /proc/sysrq-trigger; sleep 250";
+    let Some(reason) = run_until_hung("sandbox crashed", script, "").await? else { return Ok(()) };
+    // The guest panics and (`panic=-1`, `-no-reboot`) its VMM exits; the
+    // console watcher, the broken stream or the silence ends the run,
+    // whichever comes first, and the console's tail says why.
+    assert!(reason.contains("Kernel panic") && reason.contains("sysrq"), "{reason}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn sandbox_run_that_stops_making_progress_ends_within_the_hang_timeout() -> anyhow::Result<()> {
+    // The guest keeps sending heartbeats, but nothing in it moves: a task
+    // blocked for good looks the same.
+    let script = "echo waiting; sleep 600";
+    let Some(reason) = run_until_hung("sandbox stuck", script, "").await? else { return Ok(()) };
+    assert!(reason.contains("the guest made no progress for"), "{reason}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn sandbox_run_that_keeps_making_progress_outlives_the_hang_timeout() -> anyhow::Result<()> {
+    let tweak = |c: &mut patchpilot_sandbox::config::SandboxConfig| c.hang_timeout_secs = HANG_TIMEOUT_SECS;
+    let Some(sandbox) = sandbox_with("sandbox live", tweak).await? else { return Ok(()) };
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("f"), "x")?;
+    let out = tempfile::tempdir()?;
+    // Three hang timeouts without output: one a new process every second,
+    // then CPU use alone.
+    let quiet = HANG_TIMEOUT_SECS * 3 / 2;
+    let script = format!(
+        "i=0; while [ $i -lt {quiet} ]; do sleep 1; i=$((i+1)); done; \
+         end=$(( $(cut -d. -f1 /proc/uptime) + {quiet} )); \
+         while [ $(cut -d. -f1 /proc/uptime) -lt $end ]; do :; done; echo done"
+    );
+    let mut seen = Collect::default();
+    let report = sandbox
+        .execute(request("live-test", ws.path(), out.path(), &script, limits(280, 512)), &mut seen)
+        .await?;
+    assert_eq!(report.outcome, RunOutcome::Completed, "{}", report.reason);
+    assert!(String::from_utf8_lossy(&seen.output).contains("done"));
     Ok(())
 }
 
