@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use patchpilot_fleet::artifacts::ArtifactStore;
-use patchpilot_fleet::bus::{topics, trace};
+use patchpilot_fleet::bus::{StreamName, topics, trace};
 use patchpilot_fleet::{Bus, error_chain};
 use patchpilot_model::{
     ErrorKind, JobReason, RemediationJob, RunLimits, RunOutcome, RunPurpose, SandboxResult, Wire as _,
@@ -479,7 +479,10 @@ impl Executor {
         self.store
             .record_run_request(run_id, &machine.remediation_id, machine.revision, purpose, &base_sha)
             .await?;
-        self.bus.publish(&topics::SANDBOX_RUNS, None, run_id, &run).await?;
+        let ack = self.bus.publish(&topics::SANDBOX_RUNS, None, run_id, &run).await?;
+        // A republished request (after a crash) is a duplicate whose ack
+        // carries the original's sequence.
+        self.store.record_run_published(run_id, ack.sequence).await?;
         tracing::info!(
             run_id,
             %purpose,
@@ -499,9 +502,30 @@ impl Executor {
         let timeout = self.config.run_timeout_secs as f64;
         match record.result {
             Some(result) => Ok(Step::Event(Event::RunEnded(run_end(&result)))),
-            None if record.age_secs >= timeout => Ok(Step::Event(Event::RunEnded(RunEnd::Infrastructure {
-                reason: format!("no result within {} s", self.config.run_timeout_secs),
-            }))),
+            None if record.age_secs >= timeout => {
+                // While the work queue holds the request, the run is waiting
+                // for a free slot or being worked on (the worker bounds that
+                // by the run's wall time, and a dead worker's run is
+                // redelivered): timing it out would only queue it twice.
+                // Only a request that left the queue without a result is
+                // lost.
+                if let Some(seq) = record.request_seq
+                    && self.bus.holds(StreamName::SandboxRuns, seq).await?
+                {
+                    tracing::info!(
+                        run_id,
+                        waited_secs = record.age_secs as u64,
+                        "run still queued or running past run_timeout_secs; waiting for its result"
+                    );
+                    return Ok(Step::Wait(Duration::from_secs_f64(timeout.clamp(1.0, 60.0))));
+                }
+                let reason = format!(
+                    "no result within {} s, and the request is no longer queued",
+                    self.config.run_timeout_secs
+                );
+                tracing::warn!(run_id, %reason, "sandbox run lost");
+                Ok(Step::Event(Event::RunEnded(RunEnd::Infrastructure { reason })))
+            }
             // A result wakes the remediation; this is the deadline.
             None => Ok(Step::Wait(Duration::from_secs_f64((timeout - record.age_secs).max(1.0)))),
         }

@@ -104,6 +104,8 @@ pub struct RunRecord {
     pub requested_at: DateTime<Utc>,
     /// Seconds since it was requested.
     pub age_secs: f64,
+    /// Stream sequence of its request in `SANDBOX_RUNS`, once published.
+    pub request_seq: Option<u64>,
     /// The result, once it arrived.
     pub result: Option<SandboxResult>,
 }
@@ -143,6 +145,9 @@ impl<'r> sqlx::FromRow<'r, PgRow> for RunRecord {
             base_sha: row.try_get("base_sha")?,
             requested_at: row.try_get("requested_at")?,
             age_secs: row.try_get("age_secs")?,
+            request_seq: row
+                .try_get::<Option<i64>, _>("request_seq")?
+                .and_then(|seq| u64::try_from(seq).ok()),
             result,
         })
     }
@@ -150,7 +155,7 @@ impl<'r> sqlx::FromRow<'r, PgRow> for RunRecord {
 
 /// The columns a [`RunRecord`] is read from.
 const RUN_COLUMNS: &str = "run_id, remediation_id, revision, purpose, base_sha, requested_at, \
-    EXTRACT(EPOCH FROM (now() - requested_at))::float8 AS age_secs, outcome, reason, exit_code, \
+    EXTRACT(EPOCH FROM (now() - requested_at))::float8 AS age_secs, request_seq, outcome, reason, exit_code, \
     patch_object, result_object, transcript_object, session_object, egress_denied, started_at, finished_at";
 
 /// The controllers' shared store.
@@ -438,6 +443,16 @@ impl Store {
         .bind(base_sha)
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    /// Records where run `run_id`'s request sits in `SANDBOX_RUNS`.
+    pub async fn record_run_published(&self, run_id: &str, seq: u64) -> Result<(), Error> {
+        sqlx::query("UPDATE controller_runs SET request_seq = $2 WHERE run_id = $1")
+            .bind(run_id)
+            .bind(i64::try_from(seq).unwrap_or(i64::MAX))
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

@@ -16,6 +16,8 @@
 //!   client on the forwarder's Unix sockets, which is what the VMM's hybrid
 //!   vsock hands it) and from inside a guest (curl through the guest's DNS
 //!   responder and TCP redirector, vsock, the forwarder);
+//! - **hang detection**: how long after a guest freezes (SIGSTOP on its
+//!   VMM) or its kernel panics the run ends, against `hang_timeout_secs`;
 //! - **host memory per VM beyond guest RAM**: RSS of the VMM and the vsock
 //!   backend without the shared guest-memory mapping (RssShmem), sampled
 //!   while a command runs.
@@ -29,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use patchpilot_e2e::sandbox::sandbox;
+use patchpilot_e2e::sandbox::{sandbox, sandbox_with};
 use patchpilot_proto::v1;
 use patchpilot_sandbox::egress::audit::{MemoryRecorder, Recorder};
 use patchpilot_sandbox::egress::dial::TcpDialer;
@@ -394,10 +396,99 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Sends `signal` (if any) to the VMM at the command's first output, and
+/// notes when that output arrived.
+struct FirstOutput {
+    signal: Option<&'static str>,
+    pids: Vec<u32>,
+    at: Option<Instant>,
+}
+
+impl RunObserver for FirstOutput {
+    fn vm_started(&mut self, pids: &[u32]) {
+        self.pids = pids.to_vec();
+    }
+    fn output(&mut self, _: v1::OutputStream, _: &[u8]) {
+        if self.at.is_some() {
+            return;
+        }
+        if let (Some(signal), Some(vmm)) = (self.signal, self.pids.first()) {
+            let _ = std::process::Command::new("kill").args([signal, &vmm.to_string()]).status();
+        }
+        self.at = Some(Instant::now());
+    }
+}
+
+/// How long a hung run takes to end: a guest frozen by SIGSTOP on its VMM
+/// (nothing arrives any more: the hang timeout decides) and a guest whose
+/// kernel panics (the console watcher or the broken stream decides). The
+/// baseline is the hang timeout itself; without liveness both would wait
+/// for the wall time (300 s here).
+async fn hang_detection(args: &Args) -> anyhow::Result<()> {
+    const HANG_TIMEOUT_SECS: u64 = 15;
+    let tweak = |c: &mut patchpilot_sandbox::config::SandboxConfig| c.hang_timeout_secs = HANG_TIMEOUT_SECS;
+    let Some(sandbox) = sandbox_with("sandbox bench (hangs)", tweak).await? else { return Ok(()) };
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("f"), "x")?;
+    let out = tempfile::tempdir()?;
+    let limits = Limits {
+        wall_time: Duration::from_secs(300),
+        vcpus: 2,
+        memory_mib: 512,
+        disk_mib: 1024,
+        output_bytes: 1 << 20,
+    };
+    let runs = args.runs.min(3);
+    let mut frozen = Vec::new();
+    let mut crashed = Vec::new();
+    for i in 0..runs {
+        for (kind, script, signal) in [
+            ("frozen", "echo up; while :; do sleep 1; done", Some("-STOP")),
+            ("crashed", "echo up; echo c > /proc/sysrq-trigger; sleep 250", None),
+        ] {
+            let request = RunRequest {
+                run_id: format!("bench-{kind}-{i}"),
+                workspace: Workspace::Dir(ws.path().to_owned()),
+                command: vec!["sh".into(), "-c".into(), script.into()],
+                context_dir: String::new(),
+                env: BTreeMap::new(),
+                docker: false,
+                insecure_registries: vec![],
+                limits,
+                egress: None,
+                broker: None,
+                out_dir: out.path().to_owned(),
+            };
+            let mut seen = FirstOutput { signal, pids: Vec::new(), at: None };
+            let report = sandbox.execute(request, &mut seen).await?;
+            let Some(at) = seen.at else { bail!("{kind} run {i} printed nothing: {}", report.reason) };
+            let latency = at.elapsed().as_secs_f64();
+            if kind == "frozen" { frozen.push(latency) } else { crashed.push(latency) }
+        }
+    }
+    let timeout = HANG_TIMEOUT_SECS as f64;
+    let frozen = median(frozen);
+    println!(
+        "hang detection on {} ({runs} runs each, hang_timeout_secs = {HANG_TIMEOUT_SECS}):",
+        sandbox.vmm_name()
+    );
+    println!(
+        "  frozen guest (SIGSTOP on the VMM): ended {frozen:.1} s after the freeze, median; {:.2}x the timeout (+{:.1} s)",
+        frozen / timeout,
+        frozen - timeout
+    );
+    println!(
+        "  kernel panic (sysrq c): ended {:.1} s after the command's first output, median",
+        median(crashed)
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse()?;
     host_side(&args).await?;
     vm_side(&args).await?;
+    hang_detection(&args).await?;
     Ok(())
 }

@@ -240,6 +240,23 @@ impl Bus {
         Ok(info.state.messages)
     }
 
+    /// Whether `stream` still holds the message at `seq`. For a work queue:
+    /// it is waiting for a consumer or being worked on (a worker acks when
+    /// it is done), not settled or deleted.
+    pub async fn holds(&self, stream: StreamName, seq: u64) -> Result<bool, Error> {
+        use async_nats::jetstream::stream::RawMessageErrorKind;
+        let read = |e: Box<dyn std::error::Error + Send + Sync>| Error::Read {
+            what: format!("message {seq} of stream {}", stream.as_str()),
+            source: e,
+        };
+        let s = self.jetstream.get_stream(stream.as_str()).await.map_err(|e| read(Box::new(e)))?;
+        match s.get_raw_message(seq).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(false),
+            Err(e) => Err(read(Box::new(e))),
+        }
+    }
+
     /// Pending and in-flight counts of every consumer on `stream`.
     pub async fn consumer_states(&self, stream: StreamName) -> Result<Vec<ConsumerState>, Error> {
         use futures::TryStreamExt;

@@ -18,12 +18,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use anyhow::Context as _;
+
 use patchpilot_e2e::alpine::{advisory_db, cve_2024_2511, openssl, push_base};
 use patchpilot_e2e::forge::create_seeded_repository;
 use patchpilot_e2e::jobs::{apk_finding, new_job};
 use patchpilot_e2e::sandbox::{VM_LOCK, private_state, skip_reason, spawn_worker_with};
 use patchpilot_e2e::{Service, Stack, wait_for};
-use patchpilot_fleet::bus::topics;
+use patchpilot_fleet::bus::{StreamName, topics};
 use patchpilot_forge::Repo;
 use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
 use patchpilot_model::{Finding, JobReason, RemediationJob};
@@ -69,7 +71,8 @@ pub(crate) struct Loop {
     root: PathBuf,
     ci_stop: CancellationToken,
     ci: tokio::task::JoinHandle<()>,
-    worker: Service,
+    /// `None` for tests that play the sandbox side themselves.
+    worker: Option<Service>,
     config: PathBuf,
 }
 
@@ -78,6 +81,20 @@ impl Loop {
     /// is not the controller's: killing the controller must not kill CI),
     /// one repository per scenario, the scripted agent.
     async fn start(repos: &[&str]) -> anyhow::Result<Loop> {
+        let (seeds, controller) = Loop::scripted(repos);
+        Loop::start_with(&seeds, CI, &controller, patchpilot_e2e::sandbox::WORKER_TOML).await
+    }
+
+    /// [`Loop::start`] without a sandbox worker: run requests stay queued.
+    async fn start_without_worker(repos: &[&str]) -> anyhow::Result<Loop> {
+        let (seeds, controller) = Loop::scripted(repos);
+        Loop::start_inner(&seeds, CI, &controller, None).await
+    }
+
+    /// One repository per scenario for the scripted agent, and the
+    /// controller keys that run it.
+    #[allow(clippy::type_complexity)]
+    fn scripted(repos: &[&str]) -> (Vec<(String, Vec<(&'static str, String)>)>, String) {
         let seeds: Vec<(String, Vec<(&str, String)>)> = repos
             .iter()
             .map(|name| {
@@ -91,7 +108,7 @@ impl Loop {
             })
             .collect();
         let controller = format!("agent_command = [\"sh\", \"-c\", '''{AGENT}''']\nagent_docker = false\n");
-        Loop::start_with(&seeds, CI, &controller, patchpilot_e2e::sandbox::WORKER_TOML).await
+        (seeds, controller)
     }
 
     /// The same with `seeds` (repository name, files), a CI check command,
@@ -102,9 +119,20 @@ impl Loop {
         controller_extra: &str,
         worker_toml: &str,
     ) -> anyhow::Result<Loop> {
+        Loop::start_inner(seeds, ci_check, controller_extra, Some(worker_toml)).await
+    }
+
+    async fn start_inner(
+        seeds: &[(String, Vec<(&str, String)>)],
+        ci_check: &str,
+        controller_extra: &str,
+        worker_toml: Option<&str>,
+    ) -> anyhow::Result<Loop> {
         let stack = Stack::start().await?;
-        let state = private_state(&stack)?;
-        let worker = spawn_worker_with(&stack, &state, "worker", worker_toml)?;
+        let worker = match worker_toml {
+            Some(toml) => Some(spawn_worker_with(&stack, &private_state(&stack)?, "worker", toml)?),
+            None => None,
+        };
         let root = stack.dir.path().join("forge");
         let forge = LocalForge::new(&root, stack.pool.clone());
         for (name, files) in seeds {
@@ -153,10 +181,17 @@ kind = "stdout"
     }
 
     pub(crate) fn spawn_controller(&self, n: usize) -> anyhow::Result<Service> {
+        self.spawn_controller_with(n, &[])
+    }
+
+    /// A controller with `env` on top of the stack's (config overrides).
+    fn spawn_controller_with(&self, n: usize, env: &[(&str, &str)]) -> anyhow::Result<Service> {
+        let mut all = self.stack.env();
+        all.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
         Service::spawn(
             "patchpilot-controller",
             &self.config,
-            &self.stack.env(),
+            &all,
             self.stack.dir.path().join(format!("controller-{n}.log")),
         )
     }
@@ -237,6 +272,17 @@ kind = "stdout"
         .await?)
     }
 
+    /// The remediation's requested runs as (run id, request sequence), in
+    /// order.
+    async fn requested(&self, id: &str) -> anyhow::Result<Vec<(String, Option<i64>)>> {
+        Ok(sqlx::query_as(
+            "SELECT run_id, request_seq FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
+        )
+        .bind(id)
+        .fetch_all(&self.stack.pool)
+        .await?)
+    }
+
     async fn comments(&self, name: &str) -> anyhow::Result<Vec<String>> {
         let rows: Vec<(String,)> = sqlx::query_as(
             "SELECT body FROM local_forge_comments WHERE owner = 'acme' AND repo = $1 ORDER BY id",
@@ -289,8 +335,10 @@ kind = "stdout"
     pub(crate) async fn stop(mut self) -> anyhow::Result<()> {
         self.ci_stop.cancel();
         let _ = self.ci.await;
-        let status = self.worker.terminate(Duration::from_secs(30)).await?;
-        anyhow::ensure!(status.success(), "sandbox worker: {status:?}\n{}", self.worker.log_text());
+        if let Some(worker) = self.worker.as_mut() {
+            let status = worker.terminate(Duration::from_secs(30)).await?;
+            anyhow::ensure!(status.success(), "sandbox worker: {status:?}\n{}", worker.log_text());
+        }
         let _ = &self.forge;
         Ok(())
     }
@@ -308,6 +356,49 @@ fn job(name: &str) -> RemediationJob {
 
 pub(crate) fn job_with(name: &str, findings: Vec<Finding>) -> RemediationJob {
     new_job(&format!("local://acme/{name}"), findings)
+}
+
+/// A run waiting in the work queue past `run_timeout_secs` (every slot is
+/// busy) is waited for, not requested again, which would queue it twice
+/// (seen when the evals queued 20 runs on 2 slots). A run whose request
+/// left the queue without a result (a worker took it and was lost with it)
+/// times out and is retried. No VM: nothing takes the request but the test.
+#[tokio::test]
+async fn controller_waits_for_a_queued_run_and_retries_only_a_lost_one() -> anyhow::Result<()> {
+    let lp = Loop::start_without_worker(&["queued"]).await?;
+    let mut controller = lp.spawn_controller_with(0, &[("PATCHPILOT_CONTROLLER__RUN_TIMEOUT_SECS", "2")])?;
+    let id = lp.submit("queued").await?;
+    wait_for("the controller to wait on its queued run", Duration::from_secs(60), || async {
+        Ok(controller.log_text().contains("run still queued or running past run_timeout_secs").then_some(()))
+    })
+    .await
+    .map_err(|e| e.context(lp.logs()))?;
+    let runs = lp.requested(&id).await?;
+    assert_eq!(runs.len(), 1, "requested once, however long it waits: {runs:?}");
+    assert_eq!(lp.stack.bus.stream_messages(StreamName::SandboxRuns).await?, 1);
+    let seq = runs[0].1.context("the request's stream sequence is recorded")?;
+
+    // The request leaves the queue with no result to follow.
+    let stream = lp.stack.bus.jetstream().get_stream("SANDBOX_RUNS").await?;
+    anyhow::ensure!(stream.delete_message(seq as u64).await?, "message {seq} was not in SANDBOX_RUNS");
+    let runs = wait_for("the lost run to be retried", Duration::from_secs(60), || async {
+        let runs = lp.requested(&id).await?;
+        Ok((runs.len() == 2).then_some(runs))
+    })
+    .await
+    .map_err(|e| e.context(lp.logs()))?;
+    assert_ne!(runs[0].0, runs[1].0);
+    let (_, machine) = lp.state(&id).await?.context("the remediation is stored")?;
+    assert!(machine.contains("\"run_retries\":1"), "one retry: {machine}");
+    assert!(
+        controller.log_text().contains("no longer queued"),
+        "the log says why:\n{}",
+        controller.log_text()
+    );
+
+    let status = controller.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}\n{}", controller.log_text());
+    lp.stop().await
 }
 
 #[tokio::test]
