@@ -272,19 +272,7 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     let mut to_agent = Vec::new();
     let mut memory = Vec::new();
     for i in 0..args.runs {
-        let request = RunRequest {
-            run_id: format!("bench-{i}"),
-            workspace: Workspace::Dir(ws.path().to_owned()),
-            command: vec!["sleep".into(), "1".into()],
-            context_dir: String::new(),
-            env: BTreeMap::new(),
-            docker: false,
-            insecure_registries: vec![],
-            limits,
-            egress: None,
-            broker: None,
-            out_dir: out.path().to_owned(),
-        };
+        let request = plain_run(&format!("bench-{i}"), ws.path(), out.path(), &["sleep", "1"], limits);
         let mut sampler = Sampler::default();
         let report = sandbox.execute(request, &mut sampler).await?;
         to_start.push(report.timings.to_vm_start.as_secs_f64() * 1000.0);
@@ -396,6 +384,23 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A run of `command` on `ws` with no network, no Docker and no broker.
+fn plain_run(run_id: &str, ws: &Path, out: &Path, command: &[&str], limits: Limits) -> RunRequest {
+    RunRequest {
+        run_id: run_id.into(),
+        workspace: Workspace::Dir(ws.to_owned()),
+        command: command.iter().map(|c| (*c).to_owned()).collect(),
+        context_dir: String::new(),
+        env: BTreeMap::new(),
+        docker: false,
+        insecure_registries: vec![],
+        limits,
+        egress: None,
+        broker: None,
+        out_dir: out.to_owned(),
+    }
+}
+
 /// Sends `signal` (if any) to the VMM at the command's first output, and
 /// notes when that output arrived.
 struct FirstOutput {
@@ -446,19 +451,8 @@ async fn hang_detection(args: &Args) -> anyhow::Result<()> {
             ("frozen", "echo up; while :; do sleep 1; done", Some("-STOP")),
             ("crashed", "echo up; echo c > /proc/sysrq-trigger; sleep 250", None),
         ] {
-            let request = RunRequest {
-                run_id: format!("bench-{kind}-{i}"),
-                workspace: Workspace::Dir(ws.path().to_owned()),
-                command: vec!["sh".into(), "-c".into(), script.into()],
-                context_dir: String::new(),
-                env: BTreeMap::new(),
-                docker: false,
-                insecure_registries: vec![],
-                limits,
-                egress: None,
-                broker: None,
-                out_dir: out.path().to_owned(),
-            };
+            let request =
+                plain_run(&format!("bench-{kind}-{i}"), ws.path(), out.path(), &["sh", "-c", script], limits);
             let mut seen = FirstOutput { signal, pids: Vec::new(), at: None };
             let report = sandbox.execute(request, &mut seen).await?;
             let Some(at) = seen.at else { bail!("{kind} run {i} printed nothing: {}", report.reason) };
