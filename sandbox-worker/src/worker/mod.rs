@@ -23,7 +23,7 @@
 //! - publish a result for a run another worker took over (the `attempt`
 //!   column fences it).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -45,6 +45,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use sqlx::PgPool;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -192,9 +193,10 @@ pub struct Worker {
     name: String,
     max_deliver: i64,
     metrics: Metrics,
-    /// Run ids in progress in this process: a second delivery of one of
-    /// them must not reuse its run folder.
-    active: Mutex<HashSet<String>>,
+    /// Run ids in progress in this process, each with how its handling
+    /// ended once it has (`Some(succeeded)`): a second delivery of one of
+    /// them must not reuse its run folder, and waits for that end instead.
+    active: Mutex<HashMap<String, watch::Receiver<Option<bool>>>>,
     shutdown: CancellationToken,
     /// The capability broker, when runs may be granted connections.
     broker: Option<crate::broker::RunBroker>,
@@ -273,15 +275,49 @@ impl Worker {
         received: Instant,
         received_at: DateTime<Utc>,
     ) -> Result<(), HandlerError> {
-        {
+        let (ended_tx, running_here) = {
             let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
-            if !active.insert(job.run_id.clone()) {
-                return Err(HandlerError::Retryable(format!(
-                    "run {} is already in progress on this worker",
-                    job.run_id
-                )));
+            match active.get(&job.run_id) {
+                Some(running) => (None, Some(running.clone())),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    active.insert(job.run_id.clone(), rx);
+                    (Some(tx), None)
+                }
             }
+        };
+        if let Some(mut running) = running_here {
+            // JetStream redelivered a run this worker is still running: its
+            // in-progress acks came late (a starved runtime on a loaded
+            // host). Failing this delivery would count it towards the dead
+            // letter of a run that is going fine, so it waits for that run
+            // (the consumer loop keeps it in progress meanwhile) and ends
+            // the way the run did.
+            tracing::info!(run_id = %job.run_id, "redelivered while still running here; waiting for that run");
+            let ended = running.wait_for(Option::is_some).await.map(|v| *v).unwrap_or(None);
+            return match ended {
+                Some(true) => Ok(()),
+                _ => Err(HandlerError::Retryable(format!(
+                    "run {} was redelivered while running here, and that run did not succeed",
+                    job.run_id
+                ))),
+            };
         }
+        let result = self.handle_new_job(job, delivered, received, received_at).await;
+        if let Some(tx) = ended_tx {
+            tx.send_replace(Some(result.is_ok()));
+        }
+        result
+    }
+
+    /// [`Worker::handle_job`] for a run not in progress here.
+    async fn handle_new_job(
+        &self,
+        job: RunJob,
+        delivered: i64,
+        received: Instant,
+        received_at: DateTime<Utc>,
+    ) -> Result<(), HandlerError> {
         self.metrics.in_flight.inc();
         let work_dir = self.state_dir.join("work").join(&job.run_id);
         let _guard = ActiveGuard { worker: self, run_id: job.run_id.clone(), work_dir: work_dir.clone() };
@@ -741,7 +777,7 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
         name: worker_name(),
         max_deliver: i64::from(config.fleet.bus.max_deliver),
         metrics,
-        active: Mutex::new(HashSet::new()),
+        active: Mutex::new(HashMap::new()),
         shutdown: fleet.shutdown().clone(),
         broker,
         broker_owner,

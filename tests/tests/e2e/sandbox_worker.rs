@@ -327,6 +327,59 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
 /// capability at start (the guest gets the broker's loopback address, the
 /// capability and the model variables), the call goes through the run's
 /// terminator, and the capability is dead once the run has ended.
+/// A second delivery of a run the worker is still running (JetStream
+/// redelivers when in-progress acks come late on a loaded host; here the
+/// same run is simply published again under another message id) waits for
+/// that run and ends as it did: no dead letter, one result. It used to be
+/// refused as retryable until it was dead-lettered while the run went fine.
+#[tokio::test]
+async fn sandbox_worker_waits_on_a_redelivery_of_a_run_it_is_running() -> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("sandbox_worker_waits_on_a_redelivery_of_a_run_it_is_running").is_some() {
+        return Ok(());
+    }
+    let stack = Stack::start().await?;
+    let state = private_state(&stack)?;
+    let (_checkout, tar_gz) = workspace(&stack)?;
+    let store = ArtifactStore::open(&stack.bus).await?;
+    store.put_bytes("workspaces/e2e-dup.tar.gz", &tar_gz).await?;
+    let toml = patchpilot_e2e::sandbox::WORKER_TOML.replace("slots = 1", "slots = 2");
+    anyhow::ensure!(toml.contains("slots = 2"), "the worker config names its slots");
+    let mut worker = patchpilot_e2e::sandbox::spawn_worker_with(&stack, &state, "worker", &toml)?;
+    let run = sandbox_run("e2e-dup", "workspaces/e2e-dup.tar.gz", "sleep 20; echo hi > new.txt");
+    stack.bus.publish(&topics::SANDBOX_RUNS, None, "e2e-dup", &run).await?;
+    let runs = format!("{}/", state.join("runs").display());
+    wait_for("the run's VM to start", RUN_TIMEOUT, || async {
+        Ok(processes_naming(&runs).iter().any(|(_, cmd)| cmd.contains("qemu")).then_some(()))
+    })
+    .await
+    .map_err(|e| e.context(worker.log_text()))?;
+    stack.bus.publish(&topics::SANDBOX_RUNS, None, "e2e-dup-again", &run).await?;
+    wait_for("the second delivery to wait on the run", Duration::from_secs(60), || async {
+        Ok(worker.log_text().contains("redelivered while still running here").then_some(()))
+    })
+    .await
+    .map_err(|e| e.context(worker.log_text()))?;
+
+    let result = wait_result(&stack, &worker).await?;
+    assert_eq!(result.outcome, RunOutcome::Completed, "{result:?}\n{}", worker.log_text());
+    wait_for("both deliveries to settle", RUN_TIMEOUT, || async {
+        let states = stack.bus.consumer_states(StreamName::SandboxRuns).await?;
+        Ok(states.iter().all(|c| c.pending == 0 && c.in_flight == 0).then_some(()))
+    })
+    .await?;
+    assert_eq!(results(&stack).await?.len(), 1, "one result");
+    assert_eq!(stack.bus.dead_letters(10).await?.len(), 0, "no dead letter\n{}", worker.log_text());
+    let (state_col, attempt): (String, i32) =
+        sqlx::query_as("SELECT state, attempt FROM sandbox_runs WHERE run_id = 'e2e-dup'")
+            .fetch_one(&stack.pool)
+            .await?;
+    assert_eq!((state_col.as_str(), attempt), ("finished", 1), "run once");
+    let status = worker.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}\n{}", worker.log_text());
+    Ok(())
+}
+
 #[tokio::test]
 async fn sandbox_worker_grants_a_runs_connections_and_revokes_them_when_it_ends() -> anyhow::Result<()> {
     let _one_vm = VM_LOCK.lock().await;
