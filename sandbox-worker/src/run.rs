@@ -476,9 +476,8 @@ impl Sandbox {
             let console = std::fs::read_to_string(run_dir.join("console.log")).unwrap_or_default();
             // A crash dump's tail is registers; the line that names the
             // fault is what an operator needs, wherever it is.
-            let fault = console.lines().find(|line| CONSOLE_FAULTS.iter().any(|f| line.contains(f)));
-            if let Some(fault) = fault.filter(|f| !reason.contains(f.trim())) {
-                reason = format!("{reason}; the guest kernel reported: {}", fault.trim());
+            if let Some(fault) = first_console_fault(&console).filter(|f| !reason.contains(f.as_str())) {
+                reason = format!("{reason}; the guest kernel reported: {fault}");
             }
             let tail: Vec<&str> = console.lines().rev().take(8).collect();
             if !tail.is_empty() {
@@ -797,7 +796,13 @@ fn read_console_faults(path: &Path, offset: &mut u64, partial: &mut Vec<u8>) -> 
     if partial.len() > 4096 {
         partial.clear();
     }
-    String::from_utf8_lossy(&lines)
+    first_console_fault(&String::from_utf8_lossy(&lines))
+}
+
+/// The first line of `console` that names one of [`CONSOLE_FAULTS`],
+/// trimmed and cut to 300 characters.
+fn first_console_fault(console: &str) -> Option<String> {
+    console
         .lines()
         .find(|line| CONSOLE_FAULTS.iter().any(|f| line.contains(f)))
         .map(|line| line.trim().chars().take(300).collect())

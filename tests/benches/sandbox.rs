@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use patchpilot_e2e::sandbox::{sandbox, sandbox_with};
+use patchpilot_e2e::sandbox::{SignalAtFirstOutput, sandbox, sandbox_with};
 use patchpilot_proto::v1;
 use patchpilot_sandbox::egress::audit::{MemoryRecorder, Recorder};
 use patchpilot_sandbox::egress::dial::TcpDialer;
@@ -261,13 +261,7 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     let ws = tempfile::tempdir()?;
     std::fs::write(ws.path().join("f"), "x")?;
     let out = tempfile::tempdir()?;
-    let limits = Limits {
-        wall_time: Duration::from_secs(300),
-        vcpus: 2,
-        memory_mib: 512,
-        disk_mib: 1024,
-        output_bytes: 1 << 20,
-    };
+    let limits = VM_LIMITS;
     let mut to_start = Vec::new();
     let mut to_agent = Vec::new();
     let mut memory = Vec::new();
@@ -384,6 +378,15 @@ async fn vm_side(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The limits of every VM run here: far above what the commands need.
+const VM_LIMITS: Limits = Limits {
+    wall_time: Duration::from_secs(300),
+    vcpus: 2,
+    memory_mib: 512,
+    disk_mib: 1024,
+    output_bytes: 1 << 20,
+};
+
 /// A run of `command` on `ws` with no network, no Docker and no broker.
 fn plain_run(run_id: &str, ws: &Path, out: &Path, command: &[&str], limits: Limits) -> RunRequest {
     RunRequest {
@@ -401,29 +404,6 @@ fn plain_run(run_id: &str, ws: &Path, out: &Path, command: &[&str], limits: Limi
     }
 }
 
-/// Sends `signal` (if any) to the VMM at the command's first output, and
-/// notes when that output arrived.
-struct FirstOutput {
-    signal: Option<&'static str>,
-    pids: Vec<u32>,
-    at: Option<Instant>,
-}
-
-impl RunObserver for FirstOutput {
-    fn vm_started(&mut self, pids: &[u32]) {
-        self.pids = pids.to_vec();
-    }
-    fn output(&mut self, _: v1::OutputStream, _: &[u8]) {
-        if self.at.is_some() {
-            return;
-        }
-        if let (Some(signal), Some(vmm)) = (self.signal, self.pids.first()) {
-            let _ = std::process::Command::new("kill").args([signal, &vmm.to_string()]).status();
-        }
-        self.at = Some(Instant::now());
-    }
-}
-
 /// How long a hung run takes to end: a guest frozen by SIGSTOP on its VMM
 /// (nothing arrives any more: the hang timeout decides) and a guest whose
 /// kernel panics (the console watcher or the broken stream decides). The
@@ -436,13 +416,7 @@ async fn hang_detection(args: &Args) -> anyhow::Result<()> {
     let ws = tempfile::tempdir()?;
     std::fs::write(ws.path().join("f"), "x")?;
     let out = tempfile::tempdir()?;
-    let limits = Limits {
-        wall_time: Duration::from_secs(300),
-        vcpus: 2,
-        memory_mib: 512,
-        disk_mib: 1024,
-        output_bytes: 1 << 20,
-    };
+    let limits = VM_LIMITS;
     let runs = args.runs.min(3);
     let mut frozen = Vec::new();
     let mut crashed = Vec::new();
@@ -453,9 +427,11 @@ async fn hang_detection(args: &Args) -> anyhow::Result<()> {
         ] {
             let request =
                 plain_run(&format!("bench-{kind}-{i}"), ws.path(), out.path(), &["sh", "-c", script], limits);
-            let mut seen = FirstOutput { signal, pids: Vec::new(), at: None };
+            let mut seen = SignalAtFirstOutput { signal, ..SignalAtFirstOutput::default() };
             let report = sandbox.execute(request, &mut seen).await?;
-            let Some(at) = seen.at else { bail!("{kind} run {i} printed nothing: {}", report.reason) };
+            let Some(at) = seen.first_output else {
+                bail!("{kind} run {i} printed nothing: {}", report.reason)
+            };
             let latency = at.elapsed().as_secs_f64();
             if kind == "frozen" { frozen.push(latency) } else { crashed.push(latency) }
         }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use patchpilot_sandbox::config::{Config, SandboxConfig};
 use patchpilot_sandbox::image::ImageBuilder;
-use patchpilot_sandbox::run::Sandbox;
+use patchpilot_sandbox::run::{RunObserver, Sandbox};
 
 /// The sandbox section as the services would load it.
 pub fn config() -> anyhow::Result<SandboxConfig> {
@@ -154,4 +154,36 @@ pub fn spawn_worker_with(
         &env,
         stack.dir.path().join(format!("{name}.log")),
     )
+}
+
+/// A run observer that sends `signal` (if any, e.g. `-STOP`) to the VMM
+/// (QEMU, the first of a VM's processes) at the command's first output, and
+/// notes when that output came: the liveness tests and the hang-detection
+/// benchmark.
+#[derive(Debug, Default)]
+pub struct SignalAtFirstOutput {
+    /// The `kill` option to send, if any.
+    pub signal: Option<&'static str>,
+    /// The VM's processes.
+    pub pids: Vec<u32>,
+    /// When the first output arrived (and the signal went).
+    pub first_output: Option<std::time::Instant>,
+}
+
+impl RunObserver for SignalAtFirstOutput {
+    fn vm_started(&mut self, pids: &[u32]) {
+        self.pids = pids.to_vec();
+    }
+
+    fn output(&mut self, _: patchpilot_proto::v1::OutputStream, _: &[u8]) {
+        if self.first_output.is_some() {
+            return;
+        }
+        if let Some(signal) = self.signal {
+            let vmm = self.pids.first().expect("the VM's processes").to_string();
+            let status = std::process::Command::new("kill").args([signal, &vmm]).status().expect("kill");
+            assert!(status.success(), "kill {signal} {vmm}");
+        }
+        self.first_output = Some(std::time::Instant::now());
+    }
 }

@@ -249,7 +249,8 @@ impl Bus {
             what: format!("message {seq} of stream {}", stream.as_str()),
             source: e,
         };
-        let s = self.jetstream.get_stream(stream.as_str()).await.map_err(|e| read(Box::new(e)))?;
+        // No info request first: one round trip per look.
+        let s = self.jetstream.get_stream_no_info(stream.as_str()).await.map_err(|e| read(Box::new(e)))?;
         match s.get_raw_message(seq).await {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(false),

@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use patchpilot_e2e::alpine::{busybox_layer, runnable_config};
 use patchpilot_e2e::images::push_image;
-use patchpilot_e2e::sandbox::{processes_mentioning, sandbox, sandbox_with};
+use patchpilot_e2e::sandbox::{SignalAtFirstOutput, processes_mentioning, sandbox, sandbox_with};
 use patchpilot_e2e::{ClosedPort, Registry, TestDatabase, run_binary};
 use patchpilot_model::RunOutcome;
 use patchpilot_proto::v1;
@@ -449,35 +449,16 @@ async fn sandbox_run_ends_at_once_when_the_guest_kernel_reports_a_lockup() -> an
 /// margin, so each test takes seconds, not the default minute.
 const HANG_TIMEOUT_SECS: u64 = 15;
 
-/// Sends `signal` to the VMM (QEMU, the first of a VM's processes) once
-/// the command's first output arrives, and notes when.
-#[derive(Default)]
-struct SignalOnOutput {
-    signal: &'static str,
-    pids: Vec<u32>,
-    sent_at: Option<std::time::Instant>,
-}
-
-impl RunObserver for SignalOnOutput {
-    fn vm_started(&mut self, pids: &[u32]) {
-        self.pids = pids.to_vec();
-    }
-    fn output(&mut self, _: v1::OutputStream, _: &[u8]) {
-        if self.sent_at.is_none() && !self.signal.is_empty() {
-            let vmm = self.pids.first().expect("the VM's processes").to_string();
-            let status = Command::new("kill").args([self.signal, &vmm]).status().expect("kill");
-            assert!(status.success(), "kill {} {vmm}", self.signal);
-            self.sent_at = Some(std::time::Instant::now());
-        }
-    }
-}
-
 /// Runs `script` on a sandbox with [`HANG_TIMEOUT_SECS`], sending `signal`
 /// (if any) to the VMM at its first output, and checks the run ended as an
 /// infrastructure failure within the hang timeout plus 10 s of `since`
 /// (the signal, or the VM's start), leaving nothing behind. Returns the
 /// reason.
-async fn run_until_hung(test: &str, script: &str, signal: &'static str) -> anyhow::Result<Option<String>> {
+async fn run_until_hung(
+    test: &str,
+    script: &str,
+    signal: Option<&'static str>,
+) -> anyhow::Result<Option<String>> {
     let tweak = |c: &mut patchpilot_sandbox::config::SandboxConfig| c.hang_timeout_secs = HANG_TIMEOUT_SECS;
     let Some(sandbox) = sandbox_with(test, tweak).await? else { return Ok(None) };
     let ws = tempfile::tempdir()?;
@@ -485,7 +466,7 @@ async fn run_until_hung(test: &str, script: &str, signal: &'static str) -> anyho
     let out = tempfile::tempdir()?;
     let run_id = test.replace(' ', "-");
     let run_dir = sandbox.run_dir(&run_id);
-    let mut seen = SignalOnOutput { signal, ..SignalOnOutput::default() };
+    let mut seen = SignalAtFirstOutput { signal, ..SignalAtFirstOutput::default() };
     // A wall time far above the hang timeout: the run must end by the
     // latter.
     let report =
@@ -493,11 +474,9 @@ async fn run_until_hung(test: &str, script: &str, signal: &'static str) -> anyho
     let ended = std::time::Instant::now();
     assert_eq!(report.outcome, RunOutcome::InfraError, "{}", report.reason);
     let limit = Duration::from_secs(HANG_TIMEOUT_SECS + 10);
-    let waited = match seen.sent_at {
-        Some(at) => ended - at,
-        None => {
-            report.timings.total.saturating_sub(report.timings.to_vm_start + report.timings.boot_to_agent)
-        }
+    let waited = match (signal, seen.first_output) {
+        (Some(_), Some(at)) => ended - at,
+        _ => report.timings.total.saturating_sub(report.timings.to_vm_start + report.timings.boot_to_agent),
     };
     assert!(waited < limit, "ended {waited:?} after the fault, limit {limit:?}: {}", report.reason);
     for pid in &seen.pids {
@@ -513,7 +492,7 @@ async fn sandbox_run_of_a_frozen_guest_ends_within_the_hang_timeout() -> anyhow:
     // A live command (a new process every second) in a guest whose VMM is
     // then stopped: no heartbeat arrives any more.
     let script = "echo up; while :; do sleep 1; done";
-    let Some(reason) = run_until_hung("sandbox frozen", script, "-STOP").await? else { return Ok(()) };
+    let Some(reason) = run_until_hung("sandbox frozen", script, Some("-STOP")).await? else { return Ok(()) };
     assert!(reason.contains("the guest sent nothing for"), "{reason}");
     Ok(())
 }
@@ -521,7 +500,7 @@ async fn sandbox_run_of_a_frozen_guest_ends_within_the_hang_timeout() -> anyhow:
 #[tokio::test]
 async fn sandbox_run_whose_guest_kernel_crashes_ends_within_the_hang_timeout() -> anyhow::Result<()> {
     let script = "echo crashing; echo c > /proc/sysrq-trigger; sleep 250";
-    let Some(reason) = run_until_hung("sandbox crashed", script, "").await? else { return Ok(()) };
+    let Some(reason) = run_until_hung("sandbox crashed", script, None).await? else { return Ok(()) };
     // The guest panics and (`panic=-1`, `-no-reboot`) its VMM exits; the
     // console watcher, the broken stream or the silence ends the run,
     // whichever comes first, and the console's tail says why.
@@ -534,7 +513,7 @@ async fn sandbox_run_that_stops_making_progress_ends_within_the_hang_timeout() -
     // The guest keeps sending heartbeats, but nothing in it moves: a task
     // blocked for good looks the same.
     let script = "echo waiting; sleep 600";
-    let Some(reason) = run_until_hung("sandbox stuck", script, "").await? else { return Ok(()) };
+    let Some(reason) = run_until_hung("sandbox stuck", script, None).await? else { return Ok(()) };
     assert!(reason.contains("the guest made no progress for"), "{reason}");
     Ok(())
 }
