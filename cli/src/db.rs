@@ -1,21 +1,26 @@
 //! `patchpilot db`: the local OSV advisory database.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use patchpilot_scanner::db::{AdvisoryDb, resolve_dir};
+use patchpilot_scanner::db::{AdvisoryDb, WarnedRecord, resolve_dir};
+use patchpilot_scanner::osv::WarningKind;
 
 use crate::config::CliConfig;
 
 /// `patchpilot db` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Import OSV records: an osv.dev ecosystem zip, a folder of JSON, or one JSON file.
+    /// Import OSV records: an osv.dev ecosystem zip, a folder of JSON or YAML records, or one record file.
     Import {
         /// What to import.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// List every warning, not three of each kind.
+        #[arg(long, short)]
+        verbose: bool,
         /// DB folder (else PATCHPILOT_DB, the config, the data folder).
         #[arg(long)]
         db: Option<PathBuf>,
@@ -49,6 +54,25 @@ pub enum Command {
     },
 }
 
+/// Warnings grouped by kind: a count and a label, then every one
+/// (`verbose`) or the first three.
+fn print_warnings(warnings: &[WarnedRecord], verbose: bool) {
+    let mut by_kind: BTreeMap<WarningKind, Vec<&WarnedRecord>> = BTreeMap::new();
+    for warned in warnings {
+        by_kind.entry(warned.warning.kind).or_default().push(warned);
+    }
+    for (kind, warned) in by_kind {
+        eprintln!("  {} warning(s): {}", warned.len(), kind.label());
+        let shown = if verbose { warned.len() } else { warned.len().min(3) };
+        for one in &warned[..shown] {
+            eprintln!("    {one}");
+        }
+        if shown < warned.len() {
+            eprintln!("    … and {} more (--verbose lists them)", warned.len() - shown);
+        }
+    }
+}
+
 fn open(config: &CliConfig, db: Option<&std::path::Path>) -> anyhow::Result<AdvisoryDb> {
     let dir = resolve_dir(db, config.scanner.db.as_deref())?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -58,25 +82,27 @@ fn open(config: &CliConfig, db: Option<&std::path::Path>) -> anyhow::Result<Advi
 /// Runs the command.
 pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Import { paths, db } => {
+        Command::Import { paths, verbose, db } => {
             let mut db = open(config, db.as_deref())?;
             let mut failed = false;
             for path in paths {
                 match db.import(&path) {
                     Ok(stats) => {
                         eprintln!(
-                            "{}: read {}, inserted {}, replaced {}, unchanged {}, malformed {} ({:.1}s)",
+                            "{}: read {}, inserted {}, replaced {}, unchanged {}, refused {}, warnings {} ({:.1}s)",
                             path.display(),
                             stats.read,
                             stats.inserted,
                             stats.replaced,
                             stats.skipped,
-                            stats.malformed.len(),
+                            stats.refused.len(),
+                            stats.warnings.len(),
                             stats.elapsed.as_secs_f64()
                         );
-                        for m in &stats.malformed {
-                            eprintln!("  skipped {m}");
+                        for refused in &stats.refused {
+                            eprintln!("  refused {refused}");
                         }
+                        print_warnings(&stats.warnings, verbose);
                     }
                     Err(e) => {
                         eprintln!("{}: {e:#}", path.display());
@@ -100,6 +126,12 @@ pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCod
                     "newest_modified": status.newest_modified.map(|t| t.to_rfc3339()),
                     "last_import": status.last_import.map(|t| t.to_rfc3339()),
                     "age_hours": status.age.map(|a| a.num_hours()),
+                    "sources": status.sources.iter().map(|s| serde_json::json!({
+                        "source": s.source,
+                        "imported": s.finished_at.to_rfc3339(),
+                        "refused": s.refused,
+                        "warnings": s.warnings,
+                    })).collect::<Vec<_>>(),
                 });
                 println!("{}", serde_json::to_string_pretty(&value)?);
                 return Ok(ExitCode::SUCCESS);
@@ -116,6 +148,19 @@ pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCod
             }
             for (ecosystem, n) in &status.ecosystems {
                 println!("  {ecosystem:<20} {n}");
+            }
+            let refused: u64 = status.sources.iter().map(|s| s.refused).sum();
+            if !status.sources.is_empty() {
+                println!("refused   {refused} record(s) in the latest import of each source");
+            }
+            for source in &status.sources {
+                println!(
+                    "  {}  refused {}, warnings {} ({})",
+                    source.source,
+                    source.refused,
+                    source.warnings,
+                    source.finished_at.to_rfc3339()
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -1448,20 +1448,21 @@ fn ensure_db(cache: &Path, image: &CachedImage, records: usize, rebuild: bool) -
     for source in &sources {
         let s = db.import(source)?;
         println!(
-            "  import {}: {} read, {} inserted, {} malformed, {:.1} s",
+            "  import {}: {} read, {} inserted, {} refused, {} warnings, {:.1} s",
             source.display(),
             s.read,
             s.inserted,
-            s.malformed.len(),
+            s.refused.len(),
+            s.warnings.len(),
             s.elapsed.as_secs_f64()
         );
-        for m in s.malformed.iter().take(3) {
-            println!("    malformed: {m}");
+        for m in s.refused.iter().take(3) {
+            println!("    refused: {m}");
         }
         import_total += s.elapsed;
         imports.push(json!({
             "source": source.display().to_string(), "read": s.read, "inserted": s.inserted,
-            "malformed": s.malformed.len(), "seconds": s.elapsed.as_secs_f64()
+            "refused": s.refused.len(), "warnings": s.warnings.len(), "seconds": s.elapsed.as_secs_f64()
         }));
     }
     let status = db.status()?;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use patchpilot_scanner::db::{AdvisoryDb, DB_FILE_NAME, Error, ImportStats};
-use patchpilot_scanner::osv::Record;
+use patchpilot_scanner::osv::{Record, WarningKind};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/osv")
@@ -40,7 +40,7 @@ fn imported_db() -> (tempfile::TempDir, AdvisoryDb) {
     let (dir, mut db) = fresh_db();
     let stats = db.import(&records_dir()).expect("import fixtures");
     assert_eq!(stats.inserted, FIXTURE_RECORDS, "{stats:?}");
-    assert!(stats.malformed.is_empty(), "{:?}", stats.malformed);
+    assert!(stats.refused.is_empty(), "{:?}", stats.refused);
     (dir, db)
 }
 
@@ -200,7 +200,7 @@ fn import_from_a_zip_matches_the_directory_import() {
     build_zip(&zip_path, &all_json_files(&records_dir()), &[("README.txt", b"not a record")]);
     let stats = from_zip.import(&zip_path).expect("import zip");
     assert_eq!(
-        (stats.read, stats.inserted, stats.malformed.len()),
+        (stats.read, stats.inserted, stats.refused.len()),
         (FIXTURE_RECORDS, FIXTURE_RECORDS, 0),
         "{stats:?}"
     );
@@ -224,62 +224,85 @@ fn import_from_a_zip_matches_the_directory_import() {
 }
 
 #[test]
-fn malformed_records_are_reported_and_skipped() {
+fn only_records_that_cannot_be_stored_are_refused_and_the_rest_warned_about() {
     let dir = tempfile::tempdir().expect("tempdir");
     let source = dir.path().join("source");
     fs::create_dir(&source).expect("mkdir");
     for file in all_json_files(&records_dir()) {
         fs::copy(&file, source.join(file.file_name().expect("name"))).expect("copy fixture");
     }
-    // Synthetic broken inputs, written here: they stand for damaged downloads.
+    // Synthetic damaged inputs, written here: the first two cannot be
+    // stored at all, the others carry the quirks real databases publish
+    // (scanner/tests/fixtures/osv/real holds the real records).
     fs::write(source.join("broken.json"), b"{\"id\": \"BROKEN-1\", \"modified\": ").expect("write");
-    fs::write(source.join("no-modified.json"), br#"{"id": "SYNTH-NO-MODIFIED"}"#).expect("write");
+    fs::write(source.join("empty-id.json"), br#"{"id": "", "modified": "2024-01-01T00:00:00Z"}"#)
+        .expect("write");
+    fs::write(
+        source.join("no-modified.json"),
+        br#"{"id": "SYNTH-NO-MODIFIED", "affected": [{"package": {"ecosystem": "npm", "name": "nomod"},
+            "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": "2.0.0"}]}]}]}"#,
+    )
+    .expect("write");
     fs::write(source.join("bad-time.json"), br#"{"id": "SYNTH-BAD-TIME", "modified": "yesterday"}"#)
         .expect("write");
     fs::write(
         source.join("bad-range.json"),
         br#"{"id": "SYNTH-BAD-RANGE", "modified": "2024-01-01T00:00:00Z",
             "affected": [{"package": {"ecosystem": "npm", "name": "x"},
-                          "ranges": [{"type": "CALVER", "events": [{"introduced": "0"}]}]}]}"#,
+                          "ranges": [{"type": "CALVER", "events": [{"introduced": "0"}]},
+                                     {"type": "SEMVER", "events": [{"introduced": "1.0.0"}, {"fixed": "1.2.0"}]}]}]}"#,
     )
     .expect("write");
-    fs::write(source.join("empty-id.json"), br#"{"id": "", "modified": "2024-01-01T00:00:00Z"}"#)
-        .expect("write");
-    fs::write(source.join("notes.txt"), b"ignored: not *.json").expect("write");
+    fs::write(source.join("notes.txt"), b"ignored: not a record file").expect("write");
 
     let db_dir = dir.path().join("db");
     let mut db = AdvisoryDb::open(&db_dir).expect("open");
-    let stats = db.import(&source).expect("import goes on past malformed records");
-    assert_eq!(stats.inserted, FIXTURE_RECORDS);
+    let stats = db.import(&source).expect("import goes on past refused records");
     assert_eq!(stats.read, FIXTURE_RECORDS + 5);
-    let mut reported: Vec<(String, Option<String>)> =
-        stats.malformed.iter().map(|m| (m.location.clone(), m.id.clone())).collect();
-    reported.sort();
+    assert_eq!(stats.inserted, FIXTURE_RECORDS + 3);
+    let mut refused: Vec<(String, Option<String>, Option<String>)> =
+        stats.refused.iter().map(|r| (r.location.clone(), r.id.clone(), r.field.clone())).collect();
+    refused.sort();
     assert_eq!(
-        reported,
+        refused,
+        [("broken.json".to_owned(), None, None), ("empty-id.json".to_owned(), None, Some("id".to_owned()))]
+    );
+    let shown = stats.refused.iter().find(|r| r.location == "empty-id.json").expect("refused").to_string();
+    assert_eq!(shown, "empty-id.json: `id` is empty");
+
+    let mut warned: Vec<(&str, &str, WarningKind)> =
+        stats.warnings.iter().map(|w| (w.id.as_str(), w.warning.field.as_str(), w.warning.kind)).collect();
+    warned.sort();
+    assert_eq!(
+        warned,
         [
-            ("bad-range.json".to_owned(), Some("SYNTH-BAD-RANGE".to_owned())),
-            ("bad-time.json".to_owned(), Some("SYNTH-BAD-TIME".to_owned())),
-            ("broken.json".to_owned(), None),
-            ("empty-id.json".to_owned(), None),
-            ("no-modified.json".to_owned(), Some("SYNTH-NO-MODIFIED".to_owned())),
+            ("SYNTH-BAD-RANGE", "affected[0].ranges[0].type", WarningKind::DroppedPart),
+            ("SYNTH-BAD-TIME", "affected", WarningKind::NothingToMatch),
+            ("SYNTH-BAD-TIME", "modified", WarningKind::UndatedModified),
+            ("SYNTH-NO-MODIFIED", "modified", WarningKind::UndatedModified),
         ]
     );
-    let reason = |location: &str| {
-        stats.malformed.iter().find(|m| m.location == location).map(|m| m.reason.clone()).expect("reported")
-    };
+    let shown = stats.warnings.iter().find(|w| w.id == "SYNTH-BAD-TIME" && w.warning.field == "modified");
+    let shown = shown.expect("warned").to_string();
     assert!(
-        reason("no-modified.json").contains("missing field `modified`"),
-        "{}",
-        reason("no-modified.json")
+        shown.starts_with("bad-time.json (SYNTH-BAD-TIME): `modified` \"yesterday\" is no usable time"),
+        "{shown}"
     );
-    assert!(reason("bad-time.json").contains("\"yesterday\""), "{}", reason("bad-time.json"));
-    assert!(reason("bad-range.json").contains("CALVER"), "{}", reason("bad-range.json"));
-    assert!(reason("empty-id.json").contains("`id` is empty"), "{}", reason("empty-id.json"));
-    let shown = stats.malformed.iter().find(|m| m.location == "bad-time.json").expect("reported").to_string();
-    assert!(shown.starts_with("bad-time.json (SYNTH-BAD-TIME): "), "{shown}");
-    assert_eq!(db.status().expect("status").records, FIXTURE_RECORDS);
-    assert!(db.advisories_for("npm", "x").expect("lookup").is_empty());
+
+    // What could be read is matched: the SEMVER range beside the unknown one,
+    // and the undated record.
+    let ids = |matches: Vec<patchpilot_scanner::db::Match>| {
+        matches.into_iter().map(|m| m.record.id).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(db.query("npm", "x", "1.1.0").expect("query")), ["SYNTH-BAD-RANGE"]);
+    assert!(db.query("npm", "x", "1.2.0").expect("query").is_empty());
+    assert_eq!(ids(db.query("npm", "nomod", "1.0.0").expect("query")), ["SYNTH-NO-MODIFIED"]);
+
+    // `status` counts them per source.
+    let status = db.status().expect("status");
+    assert_eq!(status.records, FIXTURE_RECORDS + 3);
+    assert_eq!(status.sources.len(), 1);
+    assert_eq!((status.sources[0].refused, status.sources[0].warnings), (2, 4));
 
     // The same in a zip: entry names identify the bad entries.
     let zip_path = dir.path().join("with-bad.zip");
@@ -288,13 +311,59 @@ fn malformed_records_are_reported_and_skipped() {
         &[],
         &[
             ("BROKEN-2.json", b"[1, 2"),
-            ("GOOD.json", b"{\"id\":\"SYNTH-GOOD\",\"modified\":\"2024-01-01T00:00:00Z\"}"),
+            ("GOOD.json", b"{\"id\":\"SYNTH-GOOD\",\"modified\":\"2024-01-01T00:00:00Z\",\"withdrawn\":\"2024-01-02T00:00:00Z\"}"),
         ],
     );
     let stats = db.import(&zip_path).expect("zip import");
     assert_eq!(stats.inserted, 1);
-    assert_eq!(stats.malformed.len(), 1);
-    assert_eq!(stats.malformed[0].location, "BROKEN-2.json");
+    assert_eq!(stats.refused.len(), 1);
+    assert_eq!(stats.refused[0].location, "BROKEN-2.json");
+    assert_eq!(db.status().expect("status").sources.len(), 2, "the newest import of each source");
+}
+
+/// golang/vulndb's checkout dates every record `0001-01-01T00:00:00Z`. Such
+/// a record is older than any dated one, and of two undated versions the
+/// one imported last wins when it differs: the DB version says so.
+#[test]
+fn undated_records_order_below_dated_ones_and_replace_each_other_when_changed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut db = AdvisoryDb::open(&dir.path().join("db")).expect("open");
+    let write = |name: &str, modified: &str, fixed: &str| {
+        let path = dir.path().join(name);
+        let record = serde_json::json!({
+            "id": "GO-2099-0001", "modified": modified,
+            "affected": [{"package": {"ecosystem": "Go", "name": "example.com/m"},
+                          "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": fixed}]}]}]
+        });
+        fs::write(&path, record.to_string()).expect("write");
+        path
+    };
+    let fixed_in =
+        |db: &AdvisoryDb| db.query("Go", "example.com/m", "v0.0.1").expect("query")[0].fixed.clone();
+    let zero = "0001-01-01T00:00:00Z";
+
+    let first = db.import(&write("a.json", zero, "1.0.0")).expect("import");
+    assert_eq!((first.inserted, first.warnings.len()), (1, 1));
+    assert_eq!(first.warnings[0].warning.kind, WarningKind::UndatedModified);
+    let version = db.version().expect("version");
+
+    let same = db.import(&write("b.json", zero, "1.0.0")).expect("import");
+    assert_eq!(same.skipped, 1);
+    assert_eq!(db.version().expect("version"), version);
+
+    let changed = db.import(&write("c.json", zero, "1.1.0")).expect("import");
+    assert_eq!(changed.replaced, 1);
+    assert_eq!(fixed_in(&db), ["1.1.0"]);
+    let changed_version = db.version().expect("version");
+    assert_ne!(changed_version, version, "a changed undated record changes the DB version");
+
+    let dated = db.import(&write("d.json", "2024-05-01T00:00:00Z", "1.2.0")).expect("import");
+    assert_eq!(dated.replaced, 1);
+    assert_eq!(fixed_in(&db), ["1.2.0"]);
+
+    let undated_again = db.import(&write("e.json", zero, "1.0.0")).expect("import");
+    assert_eq!(undated_again.skipped, 1, "an undated record never replaces a dated one");
+    assert_eq!(fixed_in(&db), ["1.2.0"]);
 }
 
 #[test]
@@ -555,7 +624,7 @@ fn scale_200k_records() {
     let db_dir = dir.path().join("db");
     let mut db = AdvisoryDb::open(&db_dir).expect("open");
     let stats: ImportStats = db.import(&zip_path).expect("import");
-    assert_eq!((stats.inserted, stats.malformed.len()), (200_000, 0));
+    assert_eq!((stats.inserted, stats.refused.len()), (200_000, 0));
     let reimport = db.import(&zip_path).expect("reimport");
     assert_eq!(reimport.skipped, 200_000);
     drop(db);

@@ -84,9 +84,9 @@ pub enum Error {
         #[source]
         source: zip::result::ZipError,
     },
-    /// An import source is neither a directory, a zip archive nor a `.json`
-    /// file.
-    #[error("{path}: not a directory, a zip archive or a .json file")]
+    /// An import source is neither a directory, a zip archive nor a
+    /// `.json` or `.yaml` record file.
+    #[error("{path}: not a directory, a zip archive or a .json or .yaml record file")]
     UnknownSource {
         /// The path given.
         path: PathBuf,

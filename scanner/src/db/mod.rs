@@ -11,10 +11,18 @@
 //! `modified` is authoritative: a record is inserted when new, replaces the
 //! stored one when its `modified` is later, and is skipped otherwise, so
 //! importing the same archive again changes nothing. One import is one
-//! transaction. Candidates that are not valid OSV records (bad JSON, a
-//! missing or empty `id`, a `modified` that is no timestamp, an unknown
-//! range type…) are reported by location, id when readable, and reason, and
-//! skipped.
+//! transaction.
+//!
+//! Records are read as the real databases publish them
+//! ([`crate::osv::read_record`]): only a candidate that cannot be stored at
+//! all (not JSON or YAML, not an object, no `id`) is refused, and reported by
+//! location, id when readable, field and reason. Anything less is stored
+//! with a warning naming the field. A record whose `modified` is missing,
+//! zero (golang/vulndb's checkout writes `0001-01-01T00:00:00Z`) or no time
+//! is *undated*: older than any dated version of it, and, since two undated
+//! versions cannot be ordered, replaced by another undated one only when
+//! that differs, the last imported winning. `status` shows what the latest
+//! import of each source refused and warned about.
 //!
 //! # Lookups
 //!
@@ -54,7 +62,8 @@
 //! in the `schema_version` table; `open` applies missing migrations in order
 //! and refuses a file from a newer PatchPilot (see `schema.rs` for the
 //! migration rules). [`AdvisoryDb::version`] is a digest of every stored
-//! (id, modified) pair plus the schema version: it changes with every import
+//! (id, modified) pair (and the body of an undated record) plus the schema
+//! version: it changes with every import
 //! that inserts or replaces a record, so scan results cached under it stay
 //! valid exactly as long as the data they were computed from.
 //!
@@ -73,4 +82,4 @@ mod time;
 
 pub use error::Error;
 pub use location::resolve_dir;
-pub use store::{AdvisoryDb, DB_FILE_NAME, DbStatus, ImportStats, MalformedRecord, Match};
+pub use store::{AdvisoryDb, DB_FILE_NAME, DbStatus, ImportStats, Match, RefusedRecord, SourceImport, WarnedRecord};

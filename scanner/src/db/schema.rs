@@ -26,9 +26,10 @@ struct Migration {
 }
 
 /// Every schema step, oldest first.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    sql: "
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        sql: "
         -- One row per OSV record, withdrawn ones included (a later version of
         -- a withdrawn record must still compare against its `modified`).
         CREATE TABLE records (
@@ -72,7 +73,16 @@ const MIGRATIONS: &[Migration] = &[Migration {
             malformed INTEGER NOT NULL
         );
     ",
-}];
+    },
+    Migration {
+        version: 2,
+        sql: "
+        -- Warnings about records an import stored with something left out
+        -- or assumed (`malformed` counts those it refused).
+        ALTER TABLE imports ADD COLUMN warnings INTEGER NOT NULL DEFAULT 0;
+    ",
+    },
+];
 
 /// The schema version this build writes.
 pub(crate) fn latest_version() -> i64 {

@@ -1,7 +1,8 @@
 //! Import sources: the raw bytes of each OSV record in a zip archive as
 //! osv.dev publishes per ecosystem (`<Ecosystem>/all.zip`, one `<ID>.json`
-//! entry per record), in a directory tree of `*.json` files (a checkout of
-//! an advisory repository, or an unpacked export), or in one `.json` file.
+//! entry per record), in a directory tree of `*.json` and `*.yaml` files (a
+//! checkout of an advisory repository such as golang/vulndb or
+//! pypa/advisory-database, or an unpacked export), or in one such file.
 //!
 //! A source that cannot be opened at all is an [`Error`]; one entry that
 //! cannot be read (a corrupt zip member, an oversized file) is handed on as
@@ -13,12 +14,15 @@ use std::path::{Path, PathBuf};
 
 use super::Error;
 use super::codec::MAX_RECORD_BYTES;
+use crate::osv::Format;
 
 /// One candidate record.
 pub(crate) struct Entry {
     /// Where it came from: the path relative to the source directory, the
     /// zip entry name, or the file name.
     pub(crate) location: String,
+    /// How it is written, as its name says.
+    pub(crate) format: Format,
     /// Its bytes, or why they could not be read.
     pub(crate) data: Result<Vec<u8>, String>,
 }
@@ -32,11 +36,11 @@ pub(crate) fn for_each_entry(
     let metadata = fs::metadata(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
     if metadata.is_dir() {
         let mut files = Vec::new();
-        collect_json_files(path, &mut files)?;
-        files.sort();
-        for file in files {
+        collect_record_files(path, &mut files)?;
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        for (file, format) in files {
             let location = file.strip_prefix(path).unwrap_or(&file).display().to_string();
-            visit(Entry { location, data: read_limited_file(&file) })?;
+            visit(Entry { location, format, data: read_limited_file(&file) })?;
         }
         return Ok(());
     }
@@ -47,10 +51,10 @@ pub(crate) fn for_each_entry(
     if magic[..magic_len] == *b"PK\x03\x04" || magic[..magic_len] == *b"PK\x05\x06" {
         return for_each_zip_entry(path, visit);
     }
-    if path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("json")) {
-        let location =
-            path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        return visit(Entry { location, data: read_limited_file(path) });
+    let location =
+        path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    if let Some(format) = Format::of_name(&location) {
+        return visit(Entry { location, format, data: read_limited_file(path) });
     }
     Err(Error::UnknownSource { path: path.to_owned() })
 }
@@ -65,6 +69,7 @@ fn for_each_zip_entry(path: &Path, mut visit: impl FnMut(Entry) -> Result<(), Er
             Err(error) => {
                 visit(Entry {
                     location: format!("entry #{index}"),
+                    format: Format::Json,
                     data: Err(format!("unreadable zip entry: {error}")),
                 })?;
                 continue;
@@ -75,25 +80,27 @@ fn for_each_zip_entry(path: &Path, mut visit: impl FnMut(Entry) -> Result<(), Er
             Err(error) => {
                 visit(Entry {
                     location: format!("entry #{index}"),
+                    format: Format::Json,
                     data: Err(format!("unreadable entry name: {error}")),
                 })?;
                 continue;
             }
         };
-        if member.is_dir() || !is_json_name(&location) {
+        let Some(format) = Format::of_name(&location).filter(|_| !member.is_dir()) else {
             continue;
-        }
+        };
         let declared_size = member.size();
         let data = read_limited(&mut member, declared_size);
         drop(member);
-        visit(Entry { location, data })?;
+        visit(Entry { location, format, data })?;
     }
     Ok(())
 }
 
-/// Every `*.json` file under `dir`. Hidden directories (`.git`…) are
-/// skipped, and so are symbolic links to directories, which could loop.
-fn collect_json_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Error> {
+/// Every record file (`*.json`, `*.yaml`, `*.yml`) under `dir`. Hidden
+/// directories (`.git`, `.github`…) are skipped, and so are symbolic links
+/// to directories, which could loop.
+fn collect_record_files(dir: &Path, files: &mut Vec<(PathBuf, Format)>) -> Result<(), Error> {
     let entries = fs::read_dir(dir).map_err(|source| Error::Read { path: dir.to_owned(), source })?;
     for entry in entries {
         let entry = entry.map_err(|source| Error::Read { path: dir.to_owned(), source })?;
@@ -103,17 +110,15 @@ fn collect_json_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Error>
         let name = name.to_string_lossy();
         if file_type.is_dir() {
             if !name.starts_with('.') {
-                collect_json_files(&path, files)?;
+                collect_record_files(&path, files)?;
             }
-        } else if is_json_name(&name) && (file_type.is_file() || path.is_file()) {
-            files.push(path);
+        } else if let Some(format) = Format::of_name(&name)
+            && (file_type.is_file() || path.is_file())
+        {
+            files.push((path, format));
         }
     }
     Ok(())
-}
-
-fn is_json_name(name: &str) -> bool {
-    name.len() > 5 && name.get(name.len() - 5..).is_some_and(|ext| ext.eq_ignore_ascii_case(".json"))
 }
 
 fn read_limited_file(path: &Path) -> Result<Vec<u8>, String> {
@@ -154,12 +159,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn json_names() {
-        assert!(is_json_name("GHSA-xxxx.json"));
-        assert!(is_json_name("a/b/X.JSON"));
-        assert!(!is_json_name(".json"));
-        assert!(!is_json_name("all.zip"));
-        assert!(!is_json_name("notes.jsonl"));
+    fn record_names() {
+        assert_eq!(Format::of_name("GHSA-xxxx.json"), Some(Format::Json));
+        assert_eq!(Format::of_name("a/b/X.JSON"), Some(Format::Json));
+        assert_eq!(Format::of_name("vulns/jinja2/PYSEC-2019-217.yaml"), Some(Format::Yaml));
+        assert_eq!(Format::of_name(".json"), None);
+        assert_eq!(Format::of_name("all.zip"), None);
+        assert_eq!(Format::of_name("notes.jsonl"), None);
     }
 
     #[test]

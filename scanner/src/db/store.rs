@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::time::{now_text, parse_time};
 use super::{Error, codec, keys, schema, source};
-use crate::osv::{self, Record};
+use crate::osv::{self, Format, Record, RecordWarning, Refusal, WarningKind};
 use crate::version::Scheme;
 
 /// File name of the DB inside its directory.
@@ -41,8 +41,12 @@ pub struct ImportStats {
     pub replaced: u64,
     /// Records whose stored version was as new or newer.
     pub skipped: u64,
-    /// Candidates that could not be imported, with the reason.
-    pub malformed: Vec<MalformedRecord>,
+    /// Candidates that could not be stored at all (not JSON or YAML, not an
+    /// object, no `id`), with the reason.
+    pub refused: Vec<RefusedRecord>,
+    /// Records stored with something left out or assumed (see
+    /// [`osv::read_record`]), one entry per problem.
+    pub warnings: Vec<WarnedRecord>,
     /// Wall time of the import, commit included.
     pub elapsed: Duration,
 }
@@ -55,24 +59,61 @@ impl ImportStats {
     }
 }
 
-/// A record candidate an import could not use.
+/// A record candidate an import could not store.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MalformedRecord {
+pub struct RefusedRecord {
     /// File path relative to the imported directory, or zip entry name.
     pub location: String,
     /// The record's `id`, when it could be read.
     pub id: Option<String>,
+    /// The field at fault, when one is.
+    pub field: Option<String>,
     /// Why it was refused.
     pub reason: String,
 }
 
-impl fmt::Display for MalformedRecord {
+impl fmt::Display for RefusedRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.id {
-            Some(id) => write!(f, "{} ({id}): {}", self.location, self.reason),
-            None => write!(f, "{}: {}", self.location, self.reason),
+        write!(f, "{}", self.location)?;
+        if let Some(id) = &self.id {
+            write!(f, " ({id})")?;
+        }
+        match &self.field {
+            Some(field) => write!(f, ": `{field}` {}", self.reason),
+            None => write!(f, ": {}", self.reason),
         }
     }
+}
+
+/// A record stored with something left out or assumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarnedRecord {
+    /// File path relative to the imported directory, or zip entry name.
+    pub location: String,
+    /// The record's `id`.
+    pub id: String,
+    /// What was left out or assumed.
+    pub warning: RecordWarning,
+}
+
+impl fmt::Display for WarnedRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let RecordWarning { field, detail, .. } = &self.warning;
+        write!(f, "{} ({}): `{field}` {detail}", self.location, self.id)
+    }
+}
+
+/// The latest import of one source, for `status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceImport {
+    /// The path imported.
+    pub source: String,
+    /// When that import finished.
+    pub finished_at: DateTime<Utc>,
+    /// Candidates it refused.
+    pub refused: u64,
+    /// Warnings about the records it stored.
+    pub warnings: u64,
 }
 
 /// The state of the DB, for `patchpilot db status`.
@@ -97,6 +138,9 @@ pub struct DbStatus {
     pub last_import: Option<DateTime<Utc>>,
     /// How long ago that was: the age of the local copy.
     pub age: Option<TimeDelta>,
+    /// The latest import of each source, newest first: what it refused and
+    /// warned about.
+    pub sources: Vec<SourceImport>,
 }
 
 /// An advisory affecting a queried version.
@@ -163,23 +207,33 @@ impl AdvisoryDb {
             inserted: 0,
             replaced: 0,
             skipped: 0,
-            malformed: Vec::new(),
+            refused: Vec::new(),
+            warnings: Vec::new(),
             elapsed: Duration::ZERO,
         };
         source::for_each_entry(source_path, |entry| {
             stats.read += 1;
-            let parsed = entry.data.map_err(|reason| (None, reason)).and_then(|bytes| parse_record(&bytes));
+            let parsed = entry
+                .data
+                .map_err(|reason| Refusal { id: None, field: None, reason })
+                .and_then(|bytes| parse_record(&bytes, entry.format));
             match parsed {
-                Ok(parsed) => {
+                Ok((parsed, warnings)) => {
                     store_record(&tx, &mut counters, &parsed, &mut stats).map_err(|source| Error::Store {
                         path: path.clone(),
                         id: parsed.record.id.clone(),
-                        location: entry.location,
+                        location: entry.location.clone(),
                         source: Box::new(source),
-                    })
+                    })?;
+                    stats.warnings.extend(warnings.into_iter().map(|warning| WarnedRecord {
+                        location: entry.location.clone(),
+                        id: parsed.record.id.clone(),
+                        warning,
+                    }));
+                    Ok(())
                 }
-                Err((id, reason)) => {
-                    stats.malformed.push(MalformedRecord { location: entry.location, id, reason });
+                Err(Refusal { id, field, reason }) => {
+                    stats.refused.push(RefusedRecord { location: entry.location, id, field, reason });
                     Ok(())
                 }
             }
@@ -188,8 +242,8 @@ impl AdvisoryDb {
             counters.save(&tx).map_err(sqlite("cannot update the DB counters"))?;
         }
         tx.execute(
-            "INSERT INTO imports (source, started_at, finished_at, inserted, replaced, skipped, malformed)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO imports (source, started_at, finished_at, inserted, replaced, skipped, malformed, warnings)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 source_path.display().to_string(),
                 started_at,
@@ -197,7 +251,8 @@ impl AdvisoryDb {
                 count_i64(stats.inserted),
                 count_i64(stats.replaced),
                 count_i64(stats.skipped),
-                count_i64(stats.malformed.len() as u64),
+                count_i64(stats.refused.len() as u64),
+                count_i64(stats.warnings.len() as u64),
             ],
         )
         .map_err(sqlite("cannot record the import"))?;
@@ -222,7 +277,8 @@ impl AdvisoryDb {
             inserted = stats.inserted,
             replaced = stats.replaced,
             skipped = stats.skipped,
-            malformed = stats.malformed.len(),
+            refused = stats.refused.len(),
+            warnings = stats.warnings.len(),
             elapsed_ms = stats.elapsed.as_millis() as u64,
             "imported OSV records"
         );
@@ -269,7 +325,42 @@ impl AdvisoryDb {
             newest_modified,
             last_import,
             age: last_import.map(|finished| Utc::now() - finished),
+            sources: self.source_imports()?,
         })
+    }
+
+    /// The latest import of each source, newest first.
+    fn source_imports(&self) -> Result<Vec<SourceImport>, Error> {
+        let sqlite = self.sqlite_error("cannot read the import history");
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT source, finished_at, malformed, warnings FROM imports
+                 WHERE rowid IN (SELECT max(rowid) FROM imports GROUP BY source) ORDER BY rowid DESC",
+            )
+            .map_err(&sqlite)?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, i64>(3)?,
+                ))
+            })
+            .map_err(&sqlite)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(&sqlite)?;
+        rows.into_iter()
+            .map(|(source, finished_at, refused, warnings)| {
+                Ok(SourceImport {
+                    finished_at: self.parse_stored_time("imports.finished_at", &finished_at)?,
+                    source,
+                    refused: u64::try_from(refused).unwrap_or(0),
+                    warnings: u64::try_from(warnings).unwrap_or(0),
+                })
+            })
+            .collect()
     }
 
     /// Records (not withdrawn) with an `affected` entry for `package` in
@@ -430,30 +521,43 @@ impl AdvisoryDb {
 /// A record ready to store.
 struct ParsedRecord {
     record: Record,
+    /// [`UNDATED_NS`] when `modified` is no usable time.
     modified_ns: i64,
     withdrawn: bool,
     body: Vec<u8>,
 }
 
-/// Parses and checks one candidate; the error carries the id when one could
-/// be read.
-fn parse_record(bytes: &[u8]) -> Result<ParsedRecord, (Option<String>, String)> {
-    let record: Record =
-        serde_json::from_slice(bytes).map_err(|e| (peek_id(bytes), format!("not an OSV record: {e}")))?;
-    if record.id.trim().is_empty() {
-        return Err((None, "`id` is empty".to_owned()));
-    }
-    let id = || Some(record.id.clone());
-    let (_, modified_ns) = parse_time(&record.modified)
-        .map_err(|reason| (id(), format!("`modified` {:?}: {reason}", record.modified)))?;
-    let body = codec::encode(&record).map_err(|reason| (id(), reason))?;
-    Ok(ParsedRecord { withdrawn: record.withdrawn.is_some(), modified_ns, body, record })
-}
+/// The `modified_ns` of a record whose `modified` is missing, zero
+/// (golang/vulndb writes `0001-01-01T00:00:00Z`) or no time: older than any
+/// dated version of it.
+const UNDATED_NS: i64 = i64::MIN;
 
-/// The `id` of a JSON object that is not a valid record, for the report.
-fn peek_id(bytes: &[u8]) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    value.get("id")?.as_str().map(str::to_owned)
+/// Reads one candidate leniently (see [`osv::read_record`]) and orders its
+/// `modified`.
+fn parse_record(bytes: &[u8], format: Format) -> Result<(ParsedRecord, Vec<RecordWarning>), Refusal> {
+    let osv::Ingested { record, mut warnings } = osv::read_record(bytes, format)?;
+    let modified_ns = match parse_time(&record.modified) {
+        Ok((_, nanos)) => nanos,
+        Err(reason) => {
+            let detail = if record.modified.is_empty() {
+                "is missing".to_owned()
+            } else {
+                format!("{:?} is no usable time ({reason})", record.modified)
+            };
+            warnings.push(RecordWarning {
+                kind: WarningKind::UndatedModified,
+                field: "modified".to_owned(),
+                detail: format!("{detail}: kept as older than any dated version"),
+            });
+            UNDATED_NS
+        }
+    };
+    let body = codec::encode(&record).map_err(|reason| Refusal {
+        id: Some(record.id.clone()),
+        field: None,
+        reason,
+    })?;
+    Ok((ParsedRecord { withdrawn: record.withdrawn.is_some(), modified_ns, body, record }, warnings))
 }
 
 fn count_i64(count: u64) -> i64 {
@@ -469,9 +573,18 @@ fn store_record(
 ) -> rusqlite::Result<()> {
     let ParsedRecord { record, modified_ns, withdrawn, body } = parsed;
     let (modified_ns, withdrawn) = (*modified_ns, *withdrawn);
-    let stored: Option<(i64, String, i64, bool)> = tx
-        .prepare_cached("SELECT rowid, modified, modified_ns, withdrawn FROM records WHERE id = ?1")?
-        .query_row([&record.id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
+    // The body is read back only for an undated stored record: two undated
+    // versions cannot be ordered, so the one imported last wins when it
+    // differs, and the digest covers its body.
+    type StoredRow = (i64, String, i64, bool, Option<Vec<u8>>);
+    let stored: Option<StoredRow> = tx
+        .prepare_cached(
+            "SELECT rowid, modified, modified_ns, withdrawn, CASE WHEN modified_ns = ?2 THEN body END
+             FROM records WHERE id = ?1",
+        )?
+        .query_row(params![&record.id, UNDATED_NS], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+        })
         .optional()?;
     let rowid = match stored {
         None => {
@@ -483,7 +596,12 @@ fn store_record(
             stats.inserted += 1;
             tx.last_insert_rowid()
         }
-        Some((rowid, old_modified, old_ns, old_withdrawn)) if modified_ns > old_ns => {
+        Some((rowid, old_modified, old_ns, old_withdrawn, old_body))
+            if modified_ns > old_ns
+                || (modified_ns == UNDATED_NS
+                    && old_ns == UNDATED_NS
+                    && old_body.as_deref() != Some(body)) =>
+        {
             if old_withdrawn {
                 counters.withdrawn -= 1;
             } else {
@@ -493,7 +611,7 @@ fn store_record(
                 "UPDATE records SET modified = ?1, modified_ns = ?2, withdrawn = ?3, body = ?4 WHERE rowid = ?5",
             )?
             .execute(params![record.modified, modified_ns, withdrawn, body, rowid])?;
-            counters.toggle_digest(&record.id, &old_modified);
+            counters.toggle_digest(&record.id, &old_modified, old_body.as_deref());
             stats.replaced += 1;
             rowid
         }
@@ -502,7 +620,11 @@ fn store_record(
             return Ok(());
         }
     };
-    counters.toggle_digest(&record.id, &record.modified);
+    counters.toggle_digest(
+        &record.id,
+        &record.modified,
+        (modified_ns == UNDATED_NS).then_some(body.as_slice()),
+    );
     if modified_ns > counters.newest_modified_ns {
         counters.newest_modified_ns = modified_ns;
         counters.newest_modified = Some(record.modified.clone());
@@ -631,12 +753,18 @@ impl Counters {
         })
     }
 
-    /// Adds or removes (XOR is its own inverse) one (id, modified) pair.
-    fn toggle_digest(&mut self, id: &str, modified: &str) {
+    /// Adds or removes (XOR is its own inverse) one (id, modified) pair,
+    /// with the stored body of an undated record (whose versions the pair
+    /// alone would not tell apart).
+    fn toggle_digest(&mut self, id: &str, modified: &str, undated_body: Option<&[u8]>) {
         let mut hasher = Sha256::new();
         hasher.update(id.as_bytes());
         hasher.update([0u8]);
         hasher.update(modified.as_bytes());
+        if let Some(body) = undated_body {
+            hasher.update([0u8]);
+            hasher.update(body);
+        }
         let hash = hasher.finalize();
         for (byte, hashed) in self.digest.iter_mut().zip(hash.iter()) {
             *byte ^= hashed;
@@ -771,17 +899,17 @@ mod tests {
             digest: [0; DIGEST_BYTES],
             ecosystem_deltas: HashMap::new(),
         };
-        counters.toggle_digest("A", "2024-01-01T00:00:00Z");
-        counters.toggle_digest("B", "2024-01-02T00:00:00Z");
+        counters.toggle_digest("A", "2024-01-01T00:00:00Z", None);
+        counters.toggle_digest("B", "2024-01-02T00:00:00Z", None);
         let ab = counters.digest;
-        counters.toggle_digest("A", "2024-01-01T00:00:00Z");
-        counters.toggle_digest("B", "2024-01-02T00:00:00Z");
+        counters.toggle_digest("A", "2024-01-01T00:00:00Z", None);
+        counters.toggle_digest("B", "2024-01-02T00:00:00Z", None);
         assert_eq!(counters.digest, [0; DIGEST_BYTES]);
-        counters.toggle_digest("B", "2024-01-02T00:00:00Z");
-        counters.toggle_digest("A", "2024-01-01T00:00:00Z");
+        counters.toggle_digest("B", "2024-01-02T00:00:00Z", None);
+        counters.toggle_digest("A", "2024-01-01T00:00:00Z", None);
         assert_eq!(counters.digest, ab);
-        counters.toggle_digest("A", "2024-01-01T00:00:00Z");
-        counters.toggle_digest("A", "2024-01-03T00:00:00Z");
+        counters.toggle_digest("A", "2024-01-01T00:00:00Z", None);
+        counters.toggle_digest("A", "2024-01-03T00:00:00Z", None);
         assert_ne!(counters.digest, ab, "a replaced record changes the digest");
     }
 }

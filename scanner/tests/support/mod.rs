@@ -101,6 +101,6 @@ pub fn db() -> (tempfile::TempDir, AdvisoryDb) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut db = AdvisoryDb::open(dir.path()).expect("db");
     let stats = db.import(&fixtures().join("osv/records")).expect("import");
-    assert!(stats.malformed.is_empty(), "{:?}", stats.malformed);
+    assert!(stats.refused.is_empty(), "{:?}", stats.refused);
     (dir, db)
 }
