@@ -24,6 +24,7 @@ mod broker;
 mod config;
 mod db;
 mod dlq;
+mod events;
 mod forge;
 mod remediate;
 mod remediations;
@@ -66,6 +67,8 @@ enum Command {
     /// Inspect and replay dead letters.
     #[command(subcommand)]
     Dlq(dlq::Command),
+    /// Lifecycle events: remediation state changes, finished runs.
+    Events(events::Args),
     /// Scan an image for vulnerabilities.
     Scan(scan::Args),
     /// The local OSV advisory database.
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
             Command::Runs(command) => runs::run(&config, command).await,
             Command::Broker(command) => broker::run(&config, command),
             Command::Dlq(command) => dlq::run(&config, command).await,
+            Command::Events(args) => events::run(&config, args).await,
             Command::Scan(args) => scan::run(&config, args).await,
             Command::Db(command) => db::run(&config, command).await,
             Command::Remediate(args) => remediate::run(&config, args).await,

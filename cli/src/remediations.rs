@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
-use patchpilot_model::{Finding, ImageSummary, Severity};
+use patchpilot_model::{Finding, ImageSummary, RemediationState, Severity};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -12,9 +12,9 @@ use crate::config::CliConfig;
 /// Arguments of `patchpilot remediations`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Only this state (queued, remediating, needs_human…).
+    /// Only this state (queued, running, ci_pending, needs_human…).
     #[arg(long)]
-    state: Option<String>,
+    state: Option<RemediationState>,
     /// List each remediation's findings.
     #[arg(long)]
     findings: bool,
@@ -29,7 +29,7 @@ pub struct Args {
 #[derive(Debug, Serialize, sqlx::FromRow)]
 struct Row {
     id: Uuid,
-    state: String,
+    state: RemediationState,
     revision: i32,
     repo_url: String,
     dockerfile: String,
@@ -52,10 +52,10 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
     }
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT id, state, revision, repo_url, dockerfile, branch, build_context, source_revision, findings, images, updated_at
-         FROM remediations WHERE ($1::text IS NULL OR state = $1)
+         FROM remediations WHERE ($1::text IS NULL OR state = $1::text)
          ORDER BY updated_at DESC, repo_url LIMIT $2",
     )
-    .bind(&args.state)
+    .bind(args.state)
     .bind(args.limit)
     .fetch_all(&pool)
     .await?;

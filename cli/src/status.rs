@@ -55,9 +55,10 @@ struct Status {
     sandbox_runs: BTreeMap<String, i64>,
     /// Egress denials in the last 24 hours.
     egress_denied_24h: i64,
-    /// The controller's remediations by lifecycle state.
-    controller: BTreeMap<String, i64>,
-    /// The controller's most recently changed remediations.
+    /// The controller's most recently changed remediations, with the state
+    /// every view shows (the planner's, kept in step by the controller's
+    /// events; the controller's own for work that never went through the
+    /// planner).
     pull_requests: Vec<PullRequestView>,
 }
 
@@ -108,7 +109,6 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         findings: 0,
         sandbox_runs: BTreeMap::new(),
         egress_denied_24h: 0,
-        controller: BTreeMap::new(),
         pull_requests: Vec::new(),
     };
     if schema_ready {
@@ -148,17 +148,11 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         )
         .fetch_one(&pool)
         .await?;
-        status.controller = sqlx::query_as::<_, (String, i64)>(
-            "SELECT state, count(*) FROM controller_remediations GROUP BY state",
-        )
-        .fetch_all(&pool)
-        .await?
-        .into_iter()
-        .collect();
         status.pull_requests = sqlx::query_as(
-            "SELECT r.remediation_id, r.state, r.pr_url, \
-                    (SELECT count(*) FROM controller_runs c WHERE c.remediation_id = r.remediation_id) AS runs \
-             FROM controller_remediations r ORDER BY r.updated_at DESC LIMIT $1",
+            "SELECT c.remediation_id, coalesce(p.state, c.state) AS state, c.pr_url, \
+                    (SELECT count(*) FROM controller_runs r WHERE r.remediation_id = c.remediation_id) AS runs \
+             FROM controller_remediations c LEFT JOIN remediations p ON p.id::text = c.remediation_id \
+             ORDER BY c.updated_at DESC LIMIT $1",
         )
         .bind(args.unmapped_limit)
         .fetch_all(&pool)
@@ -215,12 +209,9 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
     }
     println!("  egress denials, last 24 h: {}", status.egress_denied_24h);
     println!();
-    println!("CONTROLLER");
-    if status.controller.is_empty() {
+    println!("PULL REQUESTS");
+    if status.pull_requests.is_empty() {
         println!("  (none)");
-    }
-    for (state, n) in &status.controller {
-        println!("  {state:<14} {n}");
     }
     for pr in &status.pull_requests {
         println!(

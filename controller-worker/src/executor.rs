@@ -42,7 +42,7 @@ use crate::notify::{self, Notification, Notifier};
 use crate::publish::{self, RunAccount};
 use crate::publisher::{self, PublishRequest};
 use crate::runs::{self, RunRequestSpec};
-use crate::store::{self, Details, Lease, RunRecord, Store, state_name};
+use crate::store::{self, Details, Lease, RunRecord, Store};
 use crate::workspace::{self, ContextSpec};
 use patchpilot_forge::{Access, Forge, Repo};
 
@@ -271,7 +271,7 @@ impl Executor {
                 let name = event_name(&event);
                 machine.apply(event, &self.config.limits);
                 self.store.save(lease, &from, &machine, &name).await?;
-                tracing::info!(revision, state = %state_name(&machine.state), "job taken");
+                tracing::info!(revision, state = %machine.state.kind(), "job taken");
                 continue;
             }
             let details = self.store.details(id).await?;
@@ -316,7 +316,7 @@ impl Executor {
                     let name = event_name(&event);
                     machine.apply(event, &self.config.limits);
                     self.store.save(lease, &from, &machine, &name).await?;
-                    tracing::info!(from = %state_name(&from), to = %state_name(&machine.state), event = %name, "transition");
+                    tracing::info!(from = %from.kind(), to = %machine.state.kind(), event = %name, "transition");
                 }
                 Ok(Step::Wait(wait)) => {
                     self.store.snooze(lease, wait).await?;
@@ -324,12 +324,12 @@ impl Executor {
                 }
                 Err(e) => {
                     let (reason, permanent) = e.describe();
-                    let state = state_name(&machine.state);
+                    let state = machine.state.kind();
                     machine
                         .apply(Event::StepFailed { reason: reason.clone(), permanent }, &self.config.limits);
                     self.store.save(lease, &from, &machine, "step_failed").await?;
                     if machine.is_terminal() {
-                        tracing::warn!(%state, reason, permanent, to = %state_name(&machine.state), "step failed; the work ends");
+                        tracing::warn!(%state, reason, permanent, to = %machine.state.kind(), "step failed; the work ends");
                         // Its side effects (notice, hand-off comment) next.
                         continue;
                     }

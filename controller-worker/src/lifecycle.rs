@@ -24,7 +24,7 @@
 //! leads to a repair (forward fix) or to a person, never to dropping the
 //! change.
 
-use patchpilot_model::RunPurpose;
+use patchpilot_model::{RemediationState, RunPurpose};
 use serde::{Deserialize, Serialize};
 
 /// Limits the machine enforces.
@@ -99,6 +99,24 @@ pub enum State {
     },
     /// The findings are gone or a newer revision replaced this work.
     Superseded,
+}
+
+impl State {
+    /// The state's name, without its details.
+    pub fn kind(&self) -> RemediationState {
+        match self {
+            State::Queued => RemediationState::Queued,
+            State::Preparing { .. } => RemediationState::Preparing,
+            State::Running { .. } => RemediationState::Running,
+            State::Vetting { .. } => RemediationState::Vetting,
+            State::Publishing { .. } => RemediationState::Publishing,
+            State::CiPending { .. } => RemediationState::CiPending,
+            State::Succeeded => RemediationState::Succeeded,
+            State::NeedsHuman { .. } => RemediationState::NeedsHuman,
+            State::Failed { .. } => RemediationState::Failed,
+            State::Superseded => RemediationState::Superseded,
+        }
+    }
 }
 
 /// Counters that survive state changes.

@@ -25,6 +25,7 @@ use patchpilot_model::{RemediationJob, SandboxResult};
 use tracing::Instrument as _;
 
 use crate::config::{Config, ForgeKind};
+use crate::events::StateEvents;
 use crate::executor::Executor;
 use crate::notify::Notifier;
 use crate::store::{JobOutcome, Store};
@@ -213,6 +214,7 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
     tracing::info!(owner, forge = forge.kind(), "controller starting");
     let executor =
         Executor::new(store.clone(), forge.clone(), bus.clone(), artifacts, notifiers, c.clone(), owner);
+    let state_events = StateEvents::new(store.clone(), bus.clone());
     let jobs = JobIntake::new(store.clone(), c.clone());
     let results = ResultIntake::new(store.clone());
     let job_spec = ConsumerSpec {
@@ -232,7 +234,7 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
     };
     // Whatever part stops first stops the service: a controller that
     // cannot hear results must not keep leasing remediations.
-    let (a, b, e, ()) = tokio::join!(
+    let (a, b, e, (), ()) = tokio::join!(
         async {
             let r = fleet.consume(&job_spec, ConsumeOptions::default(), &jobs).await;
             shutdown.cancel();
@@ -249,6 +251,7 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
             r
         },
         ci,
+        state_events.run(shutdown.clone()),
     );
     if let Some(hook) = webhook {
         let _ = hook.await;

@@ -9,12 +9,14 @@
 //! controller's lease simply runs out and the next one resumes from the
 //! stored state.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use patchpilot_model::{RunOutcome, RunPurpose, SandboxResult};
+use patchpilot_model::{RemediationState, RunOutcome, RunPurpose, SandboxResult};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row as _};
+use tokio::sync::Notify;
 
 use crate::lifecycle::{Machine, State};
 
@@ -60,16 +62,6 @@ pub enum JobOutcome {
     Updated,
     /// The same or an older revision: nothing changed (redelivery).
     Ignored,
-}
-
-/// The stored name of a state (`preparing`, `ci_pending`…).
-pub fn state_name(state: &State) -> String {
-    match serde_json::to_value(state) {
-        Ok(serde_json::Value::Object(map)) => {
-            map.get("state").and_then(|s| s.as_str()).unwrap_or("unknown").to_owned()
-        }
-        _ => "unknown".to_owned(),
-    }
 }
 
 /// What the executor keeps beside the machine.
@@ -158,16 +150,68 @@ const RUN_COLUMNS: &str = "run_id, remediation_id, revision, purpose, base_sha, 
     EXTRACT(EPOCH FROM (now() - requested_at))::float8 AS age_secs, request_seq, outcome, reason, exit_code, \
     patch_object, result_object, transcript_object, session_object, egress_denied, started_at, finished_at";
 
+/// A stored state change not yet announced on the bus.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Transition {
+    /// The row id: increases with every stored transition, so it orders
+    /// them across controllers.
+    pub id: i64,
+    /// The remediation.
+    pub remediation_id: String,
+    /// The job revision the machine worked on.
+    pub revision: i32,
+    /// The state left.
+    pub from_state: RemediationState,
+    /// The state entered.
+    pub to_state: RemediationState,
+    /// What caused it.
+    pub event: String,
+    /// When it was stored.
+    pub at: DateTime<Utc>,
+    /// The remediation's pull request, once it has one.
+    pub pr_url: Option<String>,
+}
+
 /// The controllers' shared store.
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: PgPool,
+    /// Woken after each stored state change, for the event publisher.
+    transition_saved: Arc<Notify>,
 }
 
 impl Store {
     /// A store on `pool` (migrated with the fleet's migrations).
     pub fn new(pool: PgPool) -> Self {
-        Store { pool }
+        Store { pool, transition_saved: Arc::new(Notify::new()) }
+    }
+
+    /// Waits until a state change is stored (at once if one was stored
+    /// since the last call).
+    pub async fn transition_saved(&self) {
+        self.transition_saved.notified().await;
+    }
+
+    /// Stored state changes (`from_state` ≠ `to_state`) not yet announced,
+    /// oldest first.
+    pub async fn unpublished_transitions(&self, limit: i64) -> Result<Vec<Transition>, Error> {
+        Ok(sqlx::query_as(
+            "SELECT t.id, t.remediation_id, t.revision, t.from_state, t.to_state, t.event, t.at, r.pr_url \
+             FROM controller_transitions t LEFT JOIN controller_remediations r USING (remediation_id) \
+             WHERE t.published_at IS NULL AND t.from_state <> t.to_state ORDER BY t.id LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Marks state changes as announced.
+    pub async fn mark_transitions_published(&self, ids: &[i64]) -> Result<(), Error> {
+        sqlx::query("UPDATE controller_transitions SET published_at = now() WHERE id = ANY($1)")
+            .bind(ids)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// Records a job revision. A new remediation starts as a fresh machine;
@@ -284,7 +328,7 @@ impl Store {
         .bind(&lease.owner)
         .bind(lease.epoch)
         .bind(json)
-        .bind(state_name(&machine.state))
+        .bind(machine.state.kind())
         .execute(&mut *tx)
         .await?
         .rows_affected();
@@ -297,12 +341,15 @@ impl Store {
         )
         .bind(&lease.remediation_id)
         .bind(machine.revision as i32)
-        .bind(state_name(from))
-        .bind(state_name(&machine.state))
+        .bind(from.kind())
+        .bind(machine.state.kind())
         .bind(event)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        if from.kind() != machine.state.kind() {
+            self.transition_saved.notify_one();
+        }
         Ok(())
     }
 

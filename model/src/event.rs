@@ -1,6 +1,9 @@
-//! Fleet events: facts a service announces on `pp.event.<kind>` for
-//! notifications and dashboards. Nothing depends on them for correctness:
-//! Postgres holds the state.
+//! Fleet events: facts a service announces on `pp.event.<kind>`. The
+//! controller's `remediation.<state>` events are how the planner keeps its
+//! remediation states in step (they come from a transactional outbox and
+//! carry an ordering `seq`); the others (`run.<outcome>`, `scan.progress`)
+//! are for people and dashboards, and nothing depends on them: Postgres
+//! holds the state.
 
 use std::collections::BTreeMap;
 

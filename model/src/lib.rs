@@ -53,7 +53,7 @@ pub use assessment::{
 };
 pub use error::{ErrorKind, IoError, ValidationError, error_chain, io};
 pub use event::Event;
-pub use remediation::{ImageSummary, JobReason, RemediationId, RemediationJob, RepositoryTarget};
+pub use remediation::{ImageSummary, JobReason, RemediationId, RemediationJob, RemediationState, RepositoryTarget};
 pub use report::{
     AgentOutcome, BaseRecord, CommandRun, EditRecord, FindingRef, PlanStats, Refusal, RefusalCategory,
     RunReport, StepRecord, Verification, VerificationRow, VerificationStatus,

@@ -69,6 +69,54 @@ pub struct ImageSummary {
     pub mapped_by: String,
 }
 
+crate::named_enum! {
+    /// Where a remediation is in its lifecycle: the controller's state
+    /// machine decides it, announces each change as
+    /// `pp.event.remediation.<state>`, and the planner keeps its
+    /// `remediations.state` in step from those events, so every view of a
+    /// remediation reads one state.
+    pub enum RemediationState("remediation state") {
+        /// A job arrived; nothing done yet.
+        Queued = "queued",
+        /// Cloning and packing the workspace for a run.
+        Preparing = "preparing",
+        /// A sandbox run is working.
+        Running = "running",
+        /// The run's patch is being vetted.
+        Vetting = "vetting",
+        /// Committing, pushing, opening or updating the PR.
+        Publishing = "publishing",
+        /// Watching CI on the PR's head commit.
+        CiPending = "ci_pending",
+        /// CI is green.
+        Succeeded = "succeeded",
+        /// Handed to a person.
+        NeedsHuman = "needs_human",
+        /// Gave up.
+        Failed = "failed",
+        /// The findings are gone or a newer revision replaced this work.
+        Superseded = "superseded",
+    }
+}
+
+impl RemediationState {
+    /// The states in which a remediation is closed: new findings for its
+    /// target open a new remediation rather than a new revision of it.
+    pub const CLOSED: [RemediationState; 3] =
+        [RemediationState::Succeeded, RemediationState::Failed, RemediationState::Superseded];
+
+    /// Whether the remediation is closed.
+    pub fn is_closed(self) -> bool {
+        Self::CLOSED.contains(&self)
+    }
+
+    /// The event kind announcing a change to this state:
+    /// `remediation.<state>`.
+    pub fn event_kind(self) -> String {
+        format!("remediation.{}", self.as_str())
+    }
+}
+
 /// Why a job was published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

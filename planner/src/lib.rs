@@ -5,7 +5,9 @@
 //! that decides which findings are actionable (severity, fixable-only,
 //! accepted risks, OpenVEX), grouping into at most one open remediation per
 //! (repository, Dockerfile, branch), and publishing `RemediationJob`s
-//! through a transactional outbox.
+//! through a transactional outbox. It follows each remediation's state from
+//! the controller's lifecycle events, so the fleet has one state per
+//! remediation.
 //!
 //! It must never touch a repository, a forge or a sandbox: it decides *what*
 //! to fix, and the controller alone acts. It holds registry credentials for
@@ -18,6 +20,8 @@
 //! - [`registry`]: reading image config labels with oci-client.
 //! - [`policy`] and [`vex`]: which findings are actionable.
 //! - [`store`]: the batch transaction and the outbox.
+//! - [`states`]: remediation states kept in step with the controller's
+//!   lifecycle events.
 //! - [`service`]: the bus handler, the outbox publisher, and [`service::run`].
 //! - [`config`]: `[planner]` configuration.
 
@@ -27,6 +31,7 @@ pub mod mapping;
 pub mod policy;
 pub mod registry;
 pub mod service;
+pub mod states;
 pub mod store;
 pub mod vex;
 

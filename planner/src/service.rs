@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::mapping::{LabelSource, Mapper, Mapping};
 use crate::policy::{self, Policy};
 use crate::registry::LabelReader;
+use crate::states::{self, StateSync};
 use crate::store::{self, Incoming, PendingJob};
 
 /// The planner as the service skeleton runs it.
@@ -426,8 +427,28 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
         filter_subject: None,
     };
     let options = ConsumeOptions { batch_size: section.batch_size, concurrency: section.concurrency };
-    let consumed = fleet.consume(&spec, options, planner.as_ref()).await;
-    shutdown.cancel();
+    // The controller's state changes, so that every view of a remediation
+    // reads one state (see `states`). Planners share the durable consumer.
+    let states_spec = ConsumerSpec {
+        stream: topics::EVENTS.stream(),
+        durable: format!("{}-states", section.consumer),
+        filter_subject: Some(states::FILTER.to_owned()),
+    };
+    let state_sync = StateSync::new(fleet.pool().clone());
+    // Whichever consumer stops first stops the planner.
+    let (consumed, synced) = tokio::join!(
+        async {
+            let r = fleet.consume(&spec, options, planner.as_ref()).await;
+            shutdown.cancel();
+            r
+        },
+        async {
+            let r = fleet.consume(&states_spec, ConsumeOptions::default(), &state_sync).await;
+            shutdown.cancel();
+            r
+        },
+    );
     let _ = sweeper.await;
-    consumed.map_err(Error::from)
+    consumed.map_err(Error::from)?;
+    synced.map_err(Error::from)
 }

@@ -21,16 +21,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use chrono::{DateTime, NaiveDate, Utc};
 use patchpilot_model::{
     Assessment, Cvss, Finding, FindingKey, ImageSummary, JobReason, Package, RemediationId, RemediationJob,
-    RepositoryTarget, Severity,
+    RemediationState, RepositoryTarget, Severity,
 };
 use sqlx::{FromRow, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use crate::mapping::Mapping;
 use crate::policy::Policy;
-
-/// States in which a remediation is closed; any other state is open.
-pub const CLOSED_STATES: [&str; 3] = ["succeeded", "failed", "superseded"];
 
 /// One decoded, mapped assessment ready to be written.
 #[derive(Debug, Clone)]
@@ -414,7 +411,7 @@ pub async fn ingest_batch(
     .bind(&us)
     .bind(&fs)
     .bind(&bs)
-    .bind(CLOSED_STATES.map(str::to_owned).to_vec())
+    .bind(RemediationState::CLOSED.to_vec())
     .fetch_all(&mut *tx)
     .await?;
     let open: HashMap<GroupKey, OpenRemediation> =

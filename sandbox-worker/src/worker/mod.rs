@@ -36,7 +36,7 @@ use patchpilot_fleet::bus::{
 };
 use patchpilot_fleet::service::{FleetContext, ServiceSpec};
 use patchpilot_fleet::{Bus, error_chain};
-use patchpilot_model::{Retrospective, RunOutcome, SandboxResult, Wire as _};
+use patchpilot_model::{Event, Retrospective, RunOutcome, SandboxResult, Wire as _};
 use patchpilot_proto::v1;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -464,21 +464,26 @@ impl Worker {
                     "the run asks for broker connections and this worker has no [sandbox.broker]".into(),
                 ));
             }
-            (Some(broker), false) => match broker.grant(&job.run_id, &self.broker_owner, &job.connections).await {
-                Ok(granted) => {
-                    env.extend(granted.env);
-                    Some(granted.link)
+            (Some(broker), false) => {
+                match broker.grant(&job.run_id, &self.broker_owner, &job.connections).await {
+                    Ok(granted) => {
+                        env.extend(granted.env);
+                        Some(granted.link)
+                    }
+                    Err(e) if e.kind() == patchpilot_model::ErrorKind::Transient => {
+                        return Err(Failure::Retryable(format!(
+                            "minting the run's capability: {}",
+                            error_chain(&e)
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(Failure::Final(
+                            RunOutcome::InfraError,
+                            format!("minting the run's capability: {}", error_chain(&e)),
+                        ));
+                    }
                 }
-                Err(e) if e.kind() == patchpilot_model::ErrorKind::Transient => {
-                    return Err(Failure::Retryable(format!("minting the run's capability: {}", error_chain(&e))));
-                }
-                Err(e) => {
-                    return Err(Failure::Final(
-                        RunOutcome::InfraError,
-                        format!("minting the run's capability: {}", error_chain(&e)),
-                    ));
-                }
-            },
+            }
         };
         let request = RunRequest {
             run_id: job.run_id.clone(),
@@ -624,6 +629,12 @@ impl Worker {
             .publish(&topics::SANDBOX_RESULTS, Some(run_id), &format!("result-{run_id}"), &result)
             .await
             .map_err(|e| HandlerError::retryable(&e))?;
+        // The lifecycle event for people and dashboards; the result above is
+        // what the controller acts on, so a failure here is only logged.
+        let event = run_event(&result);
+        if let Err(e) = self.bus.publish(&topics::EVENTS, Some(&event.kind), &event.event_id, &event).await {
+            tracing::warn!(error = %error_chain(&e), "run event not published");
+        }
         if let Some(retro) = retro {
             match Retrospective::decode(retro) {
                 Ok(retro) => {
@@ -641,6 +652,26 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// `pp.event.run.<outcome>` for a finished run. Its id is fixed per run,
+/// so a republished result announces it once.
+fn run_event(result: &SandboxResult) -> Event {
+    let mut event = Event::new(format!("run.{}", result.outcome.as_str()), "sandbox-worker");
+    event.event_id = format!("run-{}", result.run_id);
+    event.run_id = result.run_id.clone();
+    event.remediation_id = result.remediation_id.clone();
+    event.state = result.outcome.as_str().to_owned();
+    event.message = result.reason.clone();
+    if let Some(finished) = result.finished_at {
+        event.occurred_at = finished;
+    }
+    if let (Some(started), Some(finished)) = (result.started_at, result.finished_at) {
+        event.attributes.insert("duration_ms".into(), (finished - started).num_milliseconds().to_string());
+    }
+    event.attributes.insert("patch".into(), result.patch_object.is_some().to_string());
+    event.attributes.insert("egress_denied".into(), result.egress_denied.to_string());
+    event
 }
 
 impl BatchHandler for Worker {
@@ -740,7 +771,9 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
     }
     let sandbox = Sandbox::prepare(section, &mut |m: &str| tracing::info!("{m}")).await?;
     let broker = crate::broker::RunBroker::new(&section.broker).map_err(Error::Broker)?;
-    let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into());
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into());
     let broker_owner = format!("{host}:{}", state_dir.display());
     if let Some(broker) = &broker {
         // The previous process's runs are over (the sweep above killed
@@ -749,7 +782,10 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
         // runs' VMs are gone, as no terminator stamps their run ids.
         match broker.sweep(&broker_owner).await {
             Ok(revoked) if !revoked.is_empty() => {
-                tracing::warn!(revoked = revoked.len(), "revoked the capabilities of runs a previous worker left")
+                tracing::warn!(
+                    revoked = revoked.len(),
+                    "revoked the capabilities of runs a previous worker left"
+                )
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %error_chain(&e), "the start-up capability sweep failed"),

@@ -223,6 +223,42 @@ kind = "stdout"
         Ok(job.remediation_id.to_string())
     }
 
+    /// The planner's row for `job`, as the planner writes it when an
+    /// assessment creates the remediation (these tests hand jobs to the
+    /// controller directly).
+    async fn planner_row(&self, job: &RemediationJob) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO remediations (id, repo_url, dockerfile, branch, build_context, finding_set_digest, findings, images) \
+             VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]')",
+        )
+        .bind(job.remediation_id.0)
+        .bind(&job.target.repo_url)
+        .bind(&job.target.dockerfile)
+        .bind(&job.target.branch)
+        .bind(&job.target.context)
+        .bind(&job.finding_set_digest)
+        .execute(&self.stack.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Waits until the planner's state of every remediation in `ids` is the
+    /// controller's.
+    async fn wait_states_in_step(&self, ids: &[String]) -> anyhow::Result<()> {
+        wait_for("the planner's states to follow the controller's", Duration::from_secs(60), || async {
+            let differ: Vec<(String, String, String)> = sqlx::query_as(
+                "SELECT c.remediation_id, c.state, p.state FROM controller_remediations c \
+                 JOIN remediations p ON p.id::text = c.remediation_id \
+                 WHERE c.remediation_id = ANY($1) AND c.state <> p.state",
+            )
+            .bind(ids)
+            .fetch_all(&self.stack.pool)
+            .await?;
+            Ok(differ.is_empty().then_some(()))
+        })
+        .await
+    }
+
     async fn state(&self, id: &str) -> anyhow::Result<Option<(String, String)>> {
         Ok(sqlx::query_as(
             "SELECT state, machine::text FROM controller_remediations WHERE remediation_id = $1",
@@ -358,6 +394,133 @@ pub(crate) fn job_with(name: &str, findings: Vec<Finding>) -> RemediationJob {
     new_job(&format!("local://acme/{name}"), findings)
 }
 
+/// The planner's `remediations.state` follows the controller's lifecycle
+/// events, in order: a real controller (no VM: its run stays queued) moves
+/// a remediation to `running`, and the planner's row, its history and
+/// `patchpilot events` say so. Then events crafted as a controller would
+/// publish them check the consumer's rules: an older or repeated event
+/// changes nothing, an unknown remediation is skipped, an event that would
+/// reopen a closed remediation while a newer one holds its target is
+/// skipped, and an event without its `seq` is dead-lettered naming it.
+#[tokio::test]
+async fn remediation_states_follow_the_controller_through_its_events() -> anyhow::Result<()> {
+    let lp = Loop::start_without_worker(&["states", "other"]).await?;
+    let mut controller = lp.spawn_controller(0)?;
+    let _planner = lp.stack.spawn_planner("[planner.registry]\nlookup_labels = false\n")?;
+    let first = job("states");
+    lp.planner_row(&first).await?;
+    let id = lp.submit_job(first.clone()).await?;
+    let planner_state = |id: String| {
+        let pool = lp.stack.pool.clone();
+        async move {
+            let row: Option<(String, i64)> =
+                sqlx::query_as("SELECT state, state_seq FROM remediations WHERE id = $1::uuid")
+                    .bind(&id)
+                    .fetch_optional(&pool)
+                    .await?;
+            anyhow::Ok(row)
+        }
+    };
+    wait_for("the planner to see the run requested", Duration::from_secs(60), || async {
+        Ok(planner_state(id.clone()).await?.filter(|(state, _)| state == "running"))
+    })
+    .await
+    .map_err(|e| e.context(lp.logs()))?;
+    let history: Vec<(Option<String>, String)> = sqlx::query_as(
+        "SELECT from_state, to_state FROM remediation_history WHERE remediation_id = $1::uuid ORDER BY id",
+    )
+    .bind(&id)
+    .fetch_all(&lp.stack.pool)
+    .await?;
+    assert_eq!(
+        history,
+        [
+            (Some("queued".to_owned()), "preparing".to_owned()),
+            (Some("preparing".to_owned()), "running".to_owned())
+        ],
+        "one line per change (the row was inserted here, without the planner's first line)"
+    );
+    let out = lp.stack.cli(&["events", "--remediation", &id[..8], "--json"]).await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let events: Vec<serde_json::Value> =
+        out.stdout.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap_or_default()).collect();
+    assert_eq!(kinds, ["remediation.preparing", "remediation.running"], "{}", out.stdout);
+    assert_eq!(events[1]["source"], "controller");
+    assert_eq!(events[1]["attributes"]["from_state"], "preparing");
+    let out = lp.stack.cli(&["events"]).await?;
+    assert!(out.stdout.contains("remediation.running"), "the table: {}", out.stdout);
+    let status = controller.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}\n{}", controller.log_text());
+
+    // Crafted events, numbered above every real transition.
+    let publish = |remediation: String, state: &'static str, seq: Option<i64>, n: u32| {
+        let bus = lp.stack.bus.clone();
+        async move {
+            let mut event = patchpilot_model::Event::new(format!("remediation.{state}"), "controller");
+            event.event_id = format!("crafted-{n}");
+            event.remediation_id = remediation;
+            event.state = state.to_owned();
+            event.message = format!("crafted {n}");
+            if let Some(seq) = seq {
+                event.attributes.insert("seq".into(), seq.to_string());
+            }
+            bus.publish(&topics::EVENTS, Some(&event.kind), &event.event_id, &event).await?;
+            anyhow::Ok(())
+        }
+    };
+    let reaches = |state: &'static str, seq: i64| {
+        let id = id.clone();
+        async move {
+            wait_for(&format!("the planner's row at {state} ({seq})"), Duration::from_secs(30), || async {
+                Ok(planner_state(id.clone()).await?.filter(|row| row.0 == state && row.1 == seq).map(|_| ()))
+            })
+            .await
+        }
+    };
+    publish(id.clone(), "ci_pending", Some(1_000_010), 1).await?;
+    reaches("ci_pending", 1_000_010).await?;
+    // Older, repeated, unknown, malformed: none changes the row; the newer
+    // event after them shows they were all handled first.
+    publish(id.clone(), "publishing", Some(1_000_005), 2).await?;
+    publish(id.clone(), "ci_pending", Some(1_000_010), 3).await?;
+    publish(uuid::Uuid::new_v4().to_string(), "failed", Some(1_000_011), 4).await?;
+    publish(id.clone(), "failed", None, 5).await?;
+    publish(id.clone(), "succeeded", Some(1_000_020), 6).await?;
+    reaches("succeeded", 1_000_020).await?;
+    let lines: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM remediation_history WHERE remediation_id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&lp.stack.pool)
+            .await?;
+    assert_eq!(lines, 4, "preparing, running, ci_pending, succeeded: one line each");
+    let letters = lp.stack.bus.dead_letters(10).await?;
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert!(
+        letters[0].reason.contains("crafted-5") && letters[0].reason.contains("seq"),
+        "{}",
+        letters[0].reason
+    );
+
+    // A newer remediation holds the target now: the closed one is not
+    // reopened (two open remediations for one target would break grouping).
+    let mut newer = job("states");
+    newer.remediation_id = patchpilot_model::RemediationId::new();
+    lp.planner_row(&newer).await?;
+    publish(id.clone(), "running", Some(1_000_030), 7).await?;
+    publish(newer.remediation_id.to_string(), "preparing", Some(1_000_031), 8).await?;
+    wait_for("the newer remediation to move", Duration::from_secs(30), || async {
+        Ok(planner_state(newer.remediation_id.to_string())
+            .await?
+            .filter(|row| row.0 == "preparing")
+            .map(|_| ()))
+    })
+    .await?;
+    assert_eq!(planner_state(id.clone()).await?, Some(("succeeded".to_owned(), 1_000_020)));
+    assert_eq!(lp.stack.bus.dead_letters(10).await?.len(), 1, "skipped, not dead-lettered");
+    lp.stop().await
+}
+
 /// A run waiting in the work queue past `run_timeout_secs` (every slot is
 /// busy) is waited for, not requested again, which would queue it twice
 /// (seen when the evals queued 20 runs on 2 slots). A run whose request
@@ -410,17 +573,21 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     let scenarios = ["green", "infra", "repair", "stubborn", "revert"];
     let lp = Loop::start(&scenarios).await?;
     let mut controller = lp.spawn_controller(0)?;
+    // The planner follows the controller's lifecycle events.
+    let _planner = lp.stack.spawn_planner("[planner.registry]\nlookup_labels = false\n")?;
     let mut ids = Vec::new();
     let mut jobs = Vec::new();
     for name in scenarios {
         let j = job(name);
         jobs.push(j.clone());
+        lp.planner_row(&j).await?;
         ids.push(lp.submit_job(j).await?);
     }
     // A job naming a Dockerfile the repository does not have: a permanent
     // failure at once, naming the path, with no run requested.
     let mut missing = job("green");
     missing.target.dockerfile = "services/gone/Dockerfile".into();
+    lp.planner_row(&missing).await?;
     let missing_id = lp.submit_job(missing).await?;
     ids.push(missing_id.clone());
     let ends = lp.wait_terminal(&ids, Duration::from_secs(1200)).await?;
@@ -560,13 +727,62 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     assert_eq!(comments.len(), 1, "{comments:?}");
     assert!(comments[0].contains("gone from the image"), "{comments:?}");
 
-    // Operators see each remediation's stage.
+    // Operators see one state per remediation: the planner's rows follow
+    // the controller's through its lifecycle events, so `status`,
+    // `remediations` and the PR list agree.
+    lp.wait_states_in_step(&ids).await.map_err(|e| e.context(lp.logs()))?;
     let out = lp.stack.cli(&["status", "--json"]).await?;
     let fleet: serde_json::Value = serde_json::from_str(&out.stdout)
         .map_err(|e| anyhow::anyhow!("{e}: {}{}", out.stdout, out.stderr))?;
-    assert_eq!(fleet["controller"]["succeeded"].as_i64(), Some(2), "{}", out.stdout);
-    assert_eq!(fleet["controller"]["superseded"].as_i64(), Some(1), "{}", out.stdout);
-    assert_eq!(fleet["controller"]["needs_human"].as_i64(), Some(2), "{}", out.stdout);
+    let by_state = &fleet["remediations"];
+    assert_eq!(by_state["succeeded"].as_i64(), Some(2), "{}", out.stdout);
+    assert_eq!(by_state["superseded"].as_i64(), Some(1), "{}", out.stdout);
+    assert_eq!(by_state["needs_human"].as_i64(), Some(2), "{}", out.stdout);
+    assert_eq!(by_state["failed"].as_i64(), Some(1), "{}", out.stdout);
+    assert_eq!(by_state.as_object().map(|m| m.len()), Some(4), "nothing left queued: {}", out.stdout);
+    for pr in fleet["pull_requests"].as_array().into_iter().flatten() {
+        let id = pr["remediation_id"].as_str().unwrap_or_default();
+        let (controller_state, _) = lp.state(id).await?.unwrap_or_default();
+        assert_eq!(pr["state"].as_str(), Some(controller_state.as_str()), "{pr}");
+    }
+    let out = lp.stack.cli(&["remediations", "--json"]).await?;
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&out.stdout)
+        .map_err(|e| anyhow::anyhow!("{e}: {}{}", out.stdout, out.stderr))?;
+    assert_eq!(listed.len(), ids.len());
+    for row in &listed {
+        let id = row["id"].as_str().unwrap_or_default();
+        let (controller_state, _) = lp.state(id).await?.unwrap_or_default();
+        assert_eq!(row["state"].as_str(), Some(controller_state.as_str()), "{row}");
+    }
+    // The green remediation's life, as `patchpilot events` tells it, and as
+    // the planner's history recorded it.
+    let out = lp.stack.cli(&["events", "--remediation", &ids[0], "--kind", "remediation", "--json"]).await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let states: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .map(|e| e["state"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect::<Result<_, _>>()?;
+    assert_eq!(
+        states,
+        ["preparing", "running", "vetting", "publishing", "ci_pending", "succeeded", "superseded"],
+        "{}",
+        out.stdout
+    );
+    let history: Vec<String> = sqlx::query_scalar(
+        "SELECT to_state FROM remediation_history WHERE remediation_id = $1::uuid ORDER BY at, id",
+    )
+    .bind(&ids[0])
+    .fetch_all(&lp.stack.pool)
+    .await?;
+    assert_eq!(history.first().map(String::as_str), Some("preparing"));
+    assert_eq!(history.iter().filter(|s| *s == "succeeded").count(), 1);
+    assert_eq!(history.last().map(String::as_str), Some("superseded"));
+    let out = lp.stack.cli(&["events", "--kind", "run.completed", "--json"]).await?;
+    assert!(out.stdout.lines().count() >= 8, "one per completed run: {}", out.stdout);
 
     let status = controller.terminate(Duration::from_secs(30)).await?;
     assert!(status.success(), "{status:?}\n{}", controller.log_text());
