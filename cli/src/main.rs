@@ -28,6 +28,7 @@ mod events;
 mod forge;
 mod remediate;
 mod remediations;
+mod retros;
 mod runs;
 mod sandbox;
 mod scan;
@@ -69,6 +70,8 @@ enum Command {
     Dlq(dlq::Command),
     /// Lifecycle events: remediation state changes, finished runs.
     Events(events::Args),
+    /// The fleet's retrospectives condensed: clusters, trends, hot spots; `retros import FILE`.
+    Retros(retros::Args),
     /// Scan an image for vulnerabilities.
     Scan(scan::Args),
     /// The local OSV advisory database.
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
             Command::Broker(command) => broker::run(&config, command),
             Command::Dlq(command) => dlq::run(&config, command).await,
             Command::Events(args) => events::run(&config, args).await,
+            Command::Retros(args) => retros::run(&config, args).await,
             Command::Scan(args) => scan::run(&config, args).await,
             Command::Db(command) => db::run(&config, command).await,
             Command::Remediate(args) => remediate::run(&config, args).await,

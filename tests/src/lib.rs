@@ -525,6 +525,19 @@ impl Stack {
         Service::spawn("patchpilot-planner", &config, &env, self.dir.path().join(format!("planner-{n}.log")))
     }
 
+    /// Starts a retro aggregator (`patchpilot-retro`) with `config_toml`;
+    /// its log is `retro-<n>.log`.
+    pub fn spawn_retro(&self, config_toml: &str) -> anyhow::Result<Service> {
+        let n = std::fs::read_dir(self.dir.path())?.count();
+        let config = self.write_config(&format!("retro-{n}.toml"), config_toml)?;
+        Service::spawn(
+            "patchpilot-retro",
+            &config,
+            &self.env(),
+            self.dir.path().join(format!("retro-{n}.log")),
+        )
+    }
+
     /// Runs the `patchpilot` CLI with `args` against this stack.
     pub async fn cli(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
         run_binary("patchpilot", args, &self.env()).await

@@ -159,16 +159,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn record_names() {
-        assert_eq!(Format::of_name("GHSA-xxxx.json"), Some(Format::Json));
-        assert_eq!(Format::of_name("a/b/X.JSON"), Some(Format::Json));
-        assert_eq!(Format::of_name("vulns/jinja2/PYSEC-2019-217.yaml"), Some(Format::Yaml));
-        assert_eq!(Format::of_name(".json"), None);
-        assert_eq!(Format::of_name("all.zip"), None);
-        assert_eq!(Format::of_name("notes.jsonl"), None);
-    }
-
-    #[test]
     fn oversized_input_is_refused() {
         let mut small = &b"{}"[..];
         assert_eq!(read_limited(&mut small, 2).expect("small"), b"{}");

@@ -533,6 +533,8 @@ mod tests {
         assert_eq!(Format::of_name("GO-2022-0001.json"), Some(Format::Json));
         assert_eq!(Format::of_name("PYSEC-2021-1.YAML"), Some(Format::Yaml));
         assert_eq!(Format::of_name("x.yml"), Some(Format::Yaml));
+        assert_eq!(Format::of_name("vulns/jinja2/PYSEC-2019-217.yaml"), Some(Format::Yaml));
+        assert_eq!(Format::of_name("notes.jsonl"), None);
         assert_eq!(Format::of_name(".json"), None);
         assert_eq!(Format::of_name("README.md"), None);
     }

@@ -573,8 +573,10 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     let scenarios = ["green", "infra", "repair", "stubborn", "revert"];
     let lp = Loop::start(&scenarios).await?;
     let mut controller = lp.spawn_controller(0)?;
-    // The planner follows the controller's lifecycle events.
+    // The planner follows the controller's lifecycle events; the retro
+    // aggregator stores every run's retrospective.
     let _planner = lp.stack.spawn_planner("[planner.registry]\nlookup_labels = false\n")?;
+    let _retro = lp.stack.spawn_retro("")?;
     let mut ids = Vec::new();
     let mut jobs = Vec::new();
     for name in scenarios {
@@ -783,6 +785,26 @@ async fn controller_loop_ends_green_repaired_retried_or_with_a_person() -> anyho
     assert_eq!(history.last().map(String::as_str), Some("superseded"));
     let out = lp.stack.cli(&["events", "--kind", "run.completed", "--json"]).await?;
     assert!(out.stdout.lines().count() >= 8, "one per completed run: {}", out.stdout);
+    // Every run's retrospective, stored once with its run's facts, and in
+    // the fleet view.
+    let finished: i64 = sqlx::query_scalar("SELECT count(*) FROM sandbox_runs WHERE state = 'finished'")
+        .fetch_one(&lp.stack.pool)
+        .await?;
+    wait_for("every run's retrospective stored", Duration::from_secs(60), || async {
+        let stored: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM retrospectives r JOIN sandbox_runs s USING (run_id) \
+             WHERE r.outcome = s.outcome AND r.repository <> ''",
+        )
+        .fetch_one(&lp.stack.pool)
+        .await?;
+        Ok((stored == finished).then_some(()))
+    })
+    .await
+    .map_err(|e| e.context(lp.logs()))?;
+    let out = lp.stack.cli(&["retros", "--json"]).await?;
+    let view: serde_json::Value = serde_json::from_str(&out.stdout)
+        .map_err(|e| anyhow::anyhow!("{e}: {}{}", out.stdout, out.stderr))?;
+    assert_eq!(view["runs"].as_i64(), Some(finished), "{}", out.stdout);
 
     let status = controller.terminate(Duration::from_secs(30)).await?;
     assert!(status.success(), "{status:?}\n{}", controller.log_text());

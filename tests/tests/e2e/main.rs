@@ -18,6 +18,7 @@ mod intake;
 mod mapping;
 mod policy;
 mod remediate_model;
+mod retros;
 mod runs;
 mod sandbox;
 mod sandbox_worker;

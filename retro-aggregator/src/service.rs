@@ -1,0 +1,124 @@
+//! `patchpilot-retro`: a durable consumer on `RETROS` that stores each
+//! run's retrospective once, with the facts of its run and its
+//! classification.
+
+use patchpilot_fleet::bus::{BatchHandler, ConsumeOptions, ConsumerSpec, Delivery, HandlerError, topics};
+use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
+use patchpilot_fleet::service::{FleetContext, ServiceSpec};
+use patchpilot_model::Retrospective;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use crate::record::RetroRecord;
+use crate::store;
+
+/// The service.
+pub const SERVICE: ServiceSpec = ServiceSpec {
+    name: "patchpilot-retro",
+    about: "Stores every run's retrospective once, classified, for `patchpilot retros`",
+    uses_database: true,
+};
+
+/// The configuration.
+pub type Config = ServiceConfig<RetroSection>;
+
+/// `[retro]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetroSection {
+    /// Durable consumer name; aggregators sharing it split the work.
+    pub consumer: String,
+    /// Most retrospectives stored in one transaction.
+    pub batch_size: usize,
+}
+
+impl Default for RetroSection {
+    fn default() -> Self {
+        RetroSection { consumer: "retro".into(), batch_size: 64 }
+    }
+}
+
+impl Section for RetroSection {
+    const NAME: &'static str = "retro";
+}
+
+impl Validate for RetroSection {
+    fn validate(&self, prefix: &str) -> Result<(), config::Error> {
+        if self.consumer.is_empty()
+            || !self.consumer.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(config::Error::invalid(
+                key(prefix, "consumer"),
+                "must be non-empty letters, digits, '-' or '_'",
+            ));
+        }
+        if !(1..=1024).contains(&self.batch_size) {
+            return Err(config::Error::invalid(key(prefix, "batch_size"), "must be 1-1024"));
+        }
+        Ok(())
+    }
+}
+
+/// The `RETROS` handler.
+#[derive(Debug, Clone)]
+pub struct Intake {
+    pool: PgPool,
+}
+
+impl Intake {
+    /// An intake writing to `pool`.
+    pub fn new(pool: PgPool) -> Self {
+        Intake { pool }
+    }
+}
+
+impl BatchHandler for Intake {
+    async fn handle(&self, batch: &[Delivery]) -> Vec<Result<(), HandlerError>> {
+        let mut outcomes: Vec<Result<(), HandlerError>> = vec![Ok(()); batch.len()];
+        let mut records = Vec::with_capacity(batch.len());
+        let mut positions = Vec::with_capacity(batch.len());
+        for (position, delivery) in batch.iter().enumerate() {
+            let retro: Retrospective = match delivery.decode() {
+                Ok(retro) => retro,
+                Err(e) => {
+                    outcomes[position] = Err(e);
+                    continue;
+                }
+            };
+            if retro.run_id.trim().is_empty() {
+                outcomes[position] = Err(HandlerError::Permanent("retrospective without a run_id".into()));
+                continue;
+            }
+            let mut record = RetroRecord::from_retrospective(&retro);
+            if let Err(e) = store::enrich(&self.pool, &mut record).await {
+                outcomes[position] = Err(HandlerError::retryable(&e));
+                continue;
+            }
+            records.push(record);
+            positions.push(position);
+        }
+        // One statement for the batch; a run stored before (a redelivery)
+        // is left as it is.
+        if let Err(e) = store::insert(&self.pool, &records, "bus").await {
+            let error =
+                if e.is_transient() { HandlerError::retryable(&e) } else { HandlerError::permanent(&e) };
+            for position in positions {
+                outcomes[position] = Err(error.clone());
+            }
+        }
+        outcomes
+    }
+}
+
+/// Runs the intake until shutdown.
+pub async fn run(config: Config, fleet: FleetContext) -> Result<(), patchpilot_fleet::bus::Error> {
+    let section = config.service;
+    let spec = ConsumerSpec {
+        stream: topics::RETROS.stream(),
+        durable: section.consumer.clone(),
+        filter_subject: None,
+    };
+    let intake = Intake::new(fleet.pool().clone());
+    tracing::info!(consumer = %section.consumer, "retro aggregator starting");
+    fleet.consume(&spec, ConsumeOptions { batch_size: section.batch_size, concurrency: 1 }, &intake).await
+}

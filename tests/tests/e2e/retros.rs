@@ -1,0 +1,266 @@
+//! The retro aggregator on real NATS and Postgres: retrospectives from
+//! `RETROS` stored once, enriched with their run's facts, surviving a
+//! SIGKILL mid-stream; and the fleet view over a corpus of retrospectives
+//! written to look like a fleet's (`retro-aggregator/tests/corpus`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{TimeZone as _, Utc};
+use patchpilot_e2e::{Stack, wait_for};
+use patchpilot_fleet::bus::topics;
+use patchpilot_model::{
+    RetroCategory, Retrospective, RetrospectiveReport, RunOutcome, SandboxResult, Wire as _,
+};
+
+async fn stored(stack: &Stack) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM retrospectives").fetch_one(&stack.pool).await?)
+}
+
+fn retro(n: usize) -> Retrospective {
+    let report = RetrospectiveReport {
+        went_wrong: vec![format!(
+            "go: downloading golang.org/x/net v0.{n}.0: proxy.golang.org: dial tcp 142.250.1.{}:443: i/o timeout",
+            n % 250
+        )],
+        summary: "the Go proxy timed out".into(),
+        category: RetroCategory::Infrastructure,
+        ..RetrospectiveReport::default()
+    };
+    let at = Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).single().unwrap_or_default()
+        + chrono::Duration::seconds(n as i64);
+    Retrospective::from_report(
+        format!("0a1b2c3d-r1-{n}"),
+        "7f0d8a52-6a7e-4c55-9d7b-2f9e6f1a0c11",
+        &report,
+        at,
+    )
+}
+
+/// Stored once per run, whatever the bus repeats; a SIGKILL mid-stream
+/// loses none (a batch is acknowledged only after its commit); the run's
+/// facts are added from its records.
+#[tokio::test]
+async fn retrospectives_from_the_bus_are_stored_once_and_survive_a_kill() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    // The run's records, as the planner, controller and sandbox worker keep
+    // them, for the first retrospective.
+    sqlx::query(
+        "INSERT INTO remediations (id, repo_url, dockerfile, branch, build_context, finding_set_digest, findings, images) \
+         VALUES ('7f0d8a52-6a7e-4c55-9d7b-2f9e6f1a0c11', 'https://github.com/acme-corp/payments-api', 'services/api/Dockerfile', 'main', '.', 'd', '[]', '[]')",
+    )
+    .execute(&stack.pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO controller_runs (run_id, remediation_id, revision, purpose, base_sha) \
+         VALUES ('0a1b2c3d-r1-0', '7f0d8a52-6a7e-4c55-9d7b-2f9e6f1a0c11', 1, 'repair', 'abc')",
+    )
+    .execute(&stack.pool)
+    .await?;
+    let result = SandboxResult {
+        run_id: "0a1b2c3d-r1-0".into(),
+        remediation_id: "7f0d8a52-6a7e-4c55-9d7b-2f9e6f1a0c11".into(),
+        outcome: RunOutcome::InfraError,
+        reason: "the guest sent nothing for 60 s".into(),
+        exit_code: None,
+        patch_object: None,
+        transcript_object: None,
+        result_object: None,
+        session_object: Some("sessions/0a1b2c3d-r1-0.json".into()),
+        egress_denied: 0,
+        started_at: None,
+        finished_at: None,
+    };
+    sqlx::query(
+        "INSERT INTO sandbox_runs (run_id, remediation_id, worker, state, outcome, started_at, finished_at, result) \
+         VALUES ('0a1b2c3d-r1-0', '7f0d8a52-6a7e-4c55-9d7b-2f9e6f1a0c11', 'w', 'finished', 'infra_error', \
+                 now() - interval '42 seconds', now(), $1)",
+    )
+    .bind(result.encode())
+    .execute(&stack.pool)
+    .await?;
+
+    const RUNS: usize = 1000;
+    for n in 0..RUNS {
+        let r = retro(n);
+        stack.bus.publish(&topics::RETROS, None, &format!("retro-{}", r.run_id), &r).await?;
+    }
+    // The same retrospective again under another message id: what a
+    // worker's republish after the duplicate window looks like.
+    let again = retro(0);
+    stack.bus.publish(&topics::RETROS, None, "retro-again", &again).await?;
+
+    // One per transaction, so the kill lands between commits.
+    let mut retro_service = stack.spawn_retro("[retro]\nbatch_size = 1\n")?;
+    wait_for("some retrospectives stored", Duration::from_secs(60), || async {
+        Ok((stored(&stack).await? >= 20).then_some(()))
+    })
+    .await?;
+    retro_service.kill();
+    let at_kill = stored(&stack).await?;
+    let _retro_service = stack.spawn_retro("[retro]\nbatch_size = 64\n")?;
+    wait_for("every retrospective stored", Duration::from_secs(120), || async {
+        Ok((stored(&stack).await? == RUNS as i64).then_some(()))
+    })
+    .await?;
+    println!("stored before the SIGKILL: {at_kill} of {RUNS}");
+
+    let (repository, dockerfile, purpose, outcome, model, duration_ms, category, rule): (
+        String,
+        String,
+        String,
+        String,
+        String,
+        Option<i64>,
+        String,
+        String,
+    ) = sqlx::query_as(
+        "SELECT repository, dockerfile, purpose, outcome, model, duration_ms, category, rule \
+         FROM retrospectives WHERE run_id = '0a1b2c3d-r1-0'",
+    )
+    .fetch_one(&stack.pool)
+    .await?;
+    assert_eq!(
+        (repository.as_str(), dockerfile.as_str(), purpose.as_str(), outcome.as_str()),
+        ("https://github.com/acme-corp/payments-api", "services/api/Dockerfile", "repair", "infra_error")
+    );
+    assert_eq!(model, "model", "a model session was recorded");
+    assert!(duration_ms.is_some_and(|ms| (41_000..=43_000).contains(&ms)), "{duration_ms:?}");
+    assert_eq!((category.as_str(), rule.as_str()), ("infrastructure.network", "network-failure"));
+
+    // The fleet view: one cluster of 1000, the versions and addresses
+    // normalised away.
+    let out = stack.cli(&["retros", "--until", "2026-12-02T00:00:00Z", "--json"]).await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let view: serde_json::Value = serde_json::from_str(&out.stdout)?;
+    assert_eq!(view["runs"], RUNS);
+    assert_eq!(view["clusters"].as_array().map(Vec::len), Some(1), "{}", out.stdout);
+    assert_eq!(view["clusters"][0]["count"], RUNS);
+    assert_eq!(view["clusters"][0]["category"], "infrastructure.network");
+    Ok(())
+}
+
+fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../retro-aggregator/tests/corpus")
+}
+
+/// The corpus imported through the CLI condenses into one cluster per
+/// problem family with the right count, each run classified as its
+/// family's category, the rising and falling families marked so, and the
+/// hot spots, tool list and instruction drafts drawn from them. A second
+/// import stores nothing.
+#[tokio::test]
+async fn a_fleets_retrospectives_condense_into_its_problems() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let file = corpus().join("retros.jsonl");
+    let file = file.to_str().unwrap_or_default();
+    let lines = std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).count();
+    let out = stack.cli(&["retros", "import", file]).await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("read {lines}, stored {lines}, already stored 0, refused 0")),
+        "{}",
+        out.stderr
+    );
+    let again = stack.cli(&["retros", "import", file]).await?;
+    assert!(again.stderr.contains(&format!("stored 0, already stored {lines}")), "{}", again.stderr);
+
+    // What the corpus says each run is.
+    let expected_text = std::fs::read_to_string(corpus().join("expected.tsv"))?;
+    let expected: Vec<(String, String, String)> = expected_text
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut c = l.split('\t');
+            Some((c.next()?.to_owned(), c.next()?.to_owned(), c.next()?.to_owned()))
+        })
+        .collect();
+    assert_eq!(expected.len(), lines);
+
+    // Classification: every run as its family's category.
+    let stored: BTreeMap<String, (String, String)> =
+        sqlx::query_as::<_, (String, String, String)>("SELECT run_id, category, rule FROM retrospectives")
+            .fetch_all(&stack.pool)
+            .await?
+            .into_iter()
+            .map(|(run, category, rule)| (run, (category, rule)))
+            .collect();
+    let mut wrong = Vec::new();
+    for (run, family, category) in &expected {
+        let (got, rule) = &stored[run];
+        if got != category {
+            wrong.push(format!("{run} ({family}): {got} by rule {rule}, expected {category}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} of {} misclassified:\n{}", wrong.len(), expected.len(), wrong.join("\n"));
+
+    // Clusters: each family exactly one cluster, holding all its runs.
+    let out =
+        stack.cli(&["retros", "--until", "2026-12-06T00:00:00Z", "--examples", "1000", "--json"]).await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let view: serde_json::Value = serde_json::from_str(&out.stdout)?;
+    let family_of: BTreeMap<&str, &str> = expected.iter().map(|(r, f, _)| (r.as_str(), f.as_str())).collect();
+    let mut families_per_cluster = Vec::new();
+    let mut clusters_per_family: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
+    for (i, cluster) in view["clusters"].as_array().into_iter().flatten().enumerate() {
+        let families: BTreeSet<&str> = cluster["example_runs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| family_of.get(r.as_str().unwrap_or_default()).copied())
+            .collect();
+        for family in &families {
+            clusters_per_family.entry(family).or_default().insert(i);
+        }
+        families_per_cluster
+            .push((cluster["representative"].as_str().unwrap_or_default().to_owned(), families));
+    }
+    let mixed: Vec<_> = families_per_cluster.iter().filter(|(_, f)| f.len() > 1).collect();
+    assert!(mixed.is_empty(), "clusters mixing families: {mixed:#?}");
+    let problem_families: BTreeSet<&str> =
+        expected.iter().map(|(_, f, _)| f.as_str()).filter(|f| *f != "clean").collect();
+    assert_eq!(clusters_per_family.keys().copied().collect::<BTreeSet<_>>(), problem_families);
+    // Counts: a family's clusters hold exactly its runs, each once.
+    let mut runs_per_family: BTreeMap<&str, usize> = BTreeMap::new();
+    for cluster in view["clusters"].as_array().into_iter().flatten() {
+        let runs = cluster["example_runs"].as_array().map(Vec::len).unwrap_or(0);
+        assert_eq!(cluster["runs"], runs, "{cluster}");
+        let family = family_of[cluster["example_runs"][0].as_str().unwrap_or_default()];
+        *runs_per_family.entry(family).or_default() += runs;
+    }
+    for family in &problem_families {
+        let in_family = expected.iter().filter(|(_, f, _)| f == family).count();
+        assert_eq!(runs_per_family[family], in_family, "{family}");
+    }
+    assert_eq!(view["clusters"].as_array().map(Vec::len), Some(96), "pinned, as in the crate's corpus test");
+    // The two families the corpus makes rise are rising, the one it makes
+    // fall is falling: over the family's clusters, the window's count
+    // against what the earlier rate predicts.
+    let trend = |family: &str| -> (f64, f64) {
+        view["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| family_of[c["example_runs"][0].as_str().unwrap_or_default()] == family)
+            .map(|c| {
+                (c["trend"]["recent"].as_f64().unwrap_or(0.0), c["trend"]["expected"].as_f64().unwrap_or(0.0))
+            })
+            .fold((0.0, 0.0), |(r, e), (cr, ce)| (r + cr, e + ce))
+    };
+    for rising in ["dockerhub_rate_limited", "egress_denied_github_release"] {
+        let (recent, expected) = trend(rising);
+        assert!(recent >= 2.0 * expected && recent >= 5.0, "{rising}: {recent} against {expected}");
+    }
+    let (recent, expected) = trend("dockerd_start_timeout");
+    assert!(recent == 0.0 && expected >= 1.0, "falling: {recent} against {expected}");
+    // Hot spots and what to act on.
+    let hot: Vec<&str> =
+        view["hot_spots"].as_array().into_iter().flatten().filter_map(|h| h["repository"].as_str()).collect();
+    assert!(!hot.is_empty());
+    let tools: BTreeSet<&str> =
+        view["missing_tools"].as_array().into_iter().flatten().filter_map(|t| t["tool"].as_str()).collect();
+    assert!(tools.contains("make"), "{tools:?}");
+    println!("{}", stack.cli(&["retros", "--until", "2026-12-06T00:00:00Z"]).await?.stdout);
+    Ok(())
+}
