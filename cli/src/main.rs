@@ -111,6 +111,11 @@ fn main() -> ExitCode {
         let mut telemetry_config = config.fleet.telemetry.clone();
         // The CLI talks to people: only warnings unless RUST_LOG says more.
         telemetry_config.log_filter = "warn".into();
+        // `scan --quiet` leaves standard error to errors, the libraries'
+        // warnings included.
+        if matches!(&cli.command, Command::Scan(args) if args.quiet()) {
+            telemetry_config.log_filter = "error".into();
+        }
         let guard = match telemetry::init("patchpilot-cli", &telemetry_config) {
             Ok(g) => g,
             Err(e) => {

@@ -80,6 +80,16 @@ impl Facts<'_> {
     fn says(&self, needles: &[&str]) -> bool {
         needles.iter().any(|needle| self.text.contains(needle))
     }
+
+    /// Whether an HTTP status appears as a number of its own: `429` in
+    /// "answered 429", not in a version `v0.429.0` or an address.
+    fn has_status(&self, code: &str) -> bool {
+        let bytes = self.text.as_bytes();
+        self.text.match_indices(code).any(|(at, _)| {
+            let apart = |b: Option<&u8>| b.is_none_or(|b| !b.is_ascii_alphanumeric() && *b != b'.');
+            apart(at.checked_sub(1).and_then(|i| bytes.get(i))) && apart(bytes.get(at + code.len()))
+        })
+    }
 }
 
 /// The rules, in order. Structured facts first, then the most specific
@@ -192,45 +202,46 @@ const RULES: &[Rule] = &[
         name: "permission-denied",
         category: Category::InfrastructurePermissions,
         test: |f| {
-            f.says(&[
-                "permission denied",
-                "publickey",
-                "repository not found",
-                "could not read username",
-                "authentication failed",
-                "pull access denied",
-                "may require 'docker login'",
-                "docker login",
-                "unauthorized",
-                "403",
-                "forbidden",
-                "private repository",
-                "private base image",
-                "no access",
-                "failed to authorize",
-                "authorization failed",
-                "insufficient_scope",
-                "no credentials",
-            ])
+            f.has_status("403")
+                || f.has_status("401")
+                || f.says(&[
+                    "permission denied",
+                    "publickey",
+                    "repository not found",
+                    "could not read username",
+                    "authentication failed",
+                    "pull access denied",
+                    "may require 'docker login'",
+                    "docker login",
+                    "unauthorized",
+                    "forbidden",
+                    "private repository",
+                    "private base image",
+                    "no access",
+                    "failed to authorize",
+                    "authorization failed",
+                    "insufficient_scope",
+                    "no credentials",
+                ])
         },
     },
     Rule {
         name: "registry-refused",
         category: Category::InfrastructureRegistry,
         test: |f| {
-            f.says(&[
-                "toomanyrequests",
-                "too many requests",
-                "429",
-                "rate limit",
-                "manifest unknown",
-                "manifest_unknown",
-                "failed to resolve source metadata",
-                "manifest for",
-                "not found: manifest",
-                "unknown tag",
-                "tag does not exist",
-            ])
+            f.has_status("429")
+                || f.says(&[
+                    "toomanyrequests",
+                    "too many requests",
+                    "rate limit",
+                    "manifest unknown",
+                    "manifest_unknown",
+                    "failed to resolve source metadata",
+                    "manifest for",
+                    "not found: manifest",
+                    "unknown tag",
+                    "tag does not exist",
+                ])
         },
     },
     Rule {
@@ -373,6 +384,17 @@ mod tests {
         assert_eq!((c.category, c.rule), (Category::ModelLimits, "model-limits"));
         let c = classify(&record("infra_error", &["something odd"]));
         assert_eq!((c.category, c.rule), (Category::InfrastructureSandbox, "run-outcome-infra-error"));
+    }
+
+    #[test]
+    fn status_codes_count_only_as_numbers_of_their_own() {
+        let c = classify(&record("agent_failed", &["Docker Hub answered 429 for docker.io/library/alpine"]));
+        assert_eq!(c.category, Category::InfrastructureRegistry);
+        let c = classify(&record(
+            "agent_failed",
+            &["go: golang.org/x/net v0.429.0: 142.250.1.403:443: i/o timeout"],
+        ));
+        assert_eq!(c.category, Category::InfrastructureNetwork);
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //! - [`osv`] and [`version`]: the OSV model, range evaluation and version
 //!   comparison per ecosystem.
 //! - [`matching`]: packages → findings, aliases merged.
+//! - [`ignore`]: `.patchpilotignore` and `.trivyignore` files.
 //! - [`cvss`]: base scores from vectors.
 //! - [`report`]: native JSON, SARIF 2.1.0, CycloneDX 1.5, table.
 //! - [`discovery`] and [`service`]: the fleet service.
@@ -36,6 +37,7 @@ pub mod config;
 pub mod cvss;
 pub mod db;
 pub mod discovery;
+pub mod ignore;
 pub mod image;
 pub mod matching;
 pub mod osv;

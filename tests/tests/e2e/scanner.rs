@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use anyhow::Context as _;
+
 use patchpilot_e2e::images::{
     image_config, image_config_created, push_image, push_image_as, scanner_fixtures, vulnerable_app_layers,
 };
@@ -328,5 +330,156 @@ async fn registry_credentials_come_from_config_or_a_docker_config() -> anyhow::R
     )?;
     let out = scan(format!("{base}docker_config = \"{}\"\n", docker_config.display())).await?;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
+    Ok(())
+}
+
+/// The conventions Trivy and Grype users bring: `--severity` and
+/// `--ignore-unfixed` filter the report and the exit status, `--exit-code
+/// N` gives findings a status of their own (an error stays 1), an ignore
+/// file in `.trivyignore`'s format and an OpenVEX document leave findings
+/// out (an expired rule says so and no longer applies), `--quiet` leaves
+/// standard error to errors.
+#[tokio::test]
+async fn scan_filters_and_exit_codes_follow_trivy_and_grype() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let db = advisory_db(&stack).await?;
+    let registry = Registry::start().await?;
+    let layers = vulnerable_app_layers(&[]);
+    push_image(&registry, "acme/app", "2.0", &layers, image_config(&layers, &[])).await?;
+    let image = format!("{}/acme/app:2.0", registry.addr);
+    let cache = stack.dir.path().join("cache");
+    let config = stack.write_config(
+        "scan-cli.toml",
+        &format!(
+            "[scanner]\ncache_dir = \"{}\"\n[scanner.registry]\ninsecure = [\"{}\"]\n",
+            cache.display(),
+            registry.addr
+        ),
+    )?;
+    let (config, db) =
+        (config.to_str().unwrap_or_default().to_owned(), db.to_str().unwrap_or_default().to_owned());
+    let scan = |extra: Vec<String>| {
+        let mut args = vec![
+            "--config".to_owned(),
+            config.clone(),
+            "scan".to_owned(),
+            image.clone(),
+            "--db".to_owned(),
+            db.clone(),
+        ];
+        args.extend(extra);
+        let stack = &stack;
+        async move { stack.cli(&args.iter().map(String::as_str).collect::<Vec<_>>()).await }
+    };
+    let words = |s: &[&str]| s.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+
+    // What the image has, unfiltered.
+    let all = scan(words(&["--format", "json"])).await?;
+    assert_eq!(all.code, Some(0), "{}", all.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&all.stdout)?;
+    let findings: Vec<(String, Severity, bool)> = doc["assessments"][0]["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let severity = f["severity"].as_str().unwrap_or_default().parse().unwrap_or_default();
+            let fixed = f["fixed_versions"].as_array().is_some_and(|v| !v.is_empty());
+            (f["id"].as_str().unwrap_or_default().to_owned(), severity, fixed)
+        })
+        .collect();
+    assert!(findings.len() >= 2, "{findings:?}");
+    let present = findings[0].1;
+    let absent = Severity::ALL
+        .into_iter()
+        .find(|s| findings.iter().all(|f| f.1 != *s))
+        .context("a severity the image lacks")?;
+
+    // --exit-code N with --severity: N only when such a finding remains.
+    let out = scan(vec!["--exit-code".into(), "3".into(), "--severity".into(), present.to_string()]).await?;
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    assert!(out.stdout.contains(&findings[0].0), "{}", out.stdout);
+    let out =
+        scan(vec!["--exit-code".into(), "3".into(), "--severity".into(), absent.to_string().to_uppercase()])
+            .await?;
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("left out") && out.stderr.contains("by --severity"), "{}", out.stderr);
+    // An error is 1, whatever --exit-code says.
+    let missing = stack
+        .cli(&[
+            "--config",
+            &config,
+            "scan",
+            &format!("{}/acme/gone:1", registry.addr),
+            "--db",
+            &db,
+            "--exit-code",
+            "3",
+        ])
+        .await?;
+    assert_eq!(missing.code, Some(1), "{}", missing.stderr);
+
+    // --ignore-unfixed leaves out exactly the findings without a fix.
+    let unfixed = findings.iter().filter(|f| !f.2).count();
+    let out = scan(words(&["--ignore-unfixed", "--format", "json"])).await?;
+    let kept = serde_json::from_str::<serde_json::Value>(&out.stdout)?["assessments"][0]["findings"]
+        .as_array()
+        .map(Vec::len);
+    assert_eq!(kept, Some(findings.len() - unfixed));
+
+    // An ignore file: a rule in force leaves its finding out, an expired one
+    // does not and says so; a bad line is an error naming it.
+    let ignore = stack.dir.path().join(".trivyignore");
+    std::fs::write(
+        &ignore,
+        format!("# accepted: not reachable\n{}\n{} exp:2020-01-31 # old\n", findings[0].0, findings[1].0),
+    )?;
+    let out =
+        scan(vec!["--ignorefile".into(), ignore.display().to_string(), "--format".into(), "json".into()])
+            .await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let ids: Vec<String> =
+        serde_json::from_str::<serde_json::Value>(&out.stdout)?["assessments"][0]["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["id"].as_str().map(str::to_owned))
+            .collect();
+    assert!(!ids.contains(&findings[0].0) && ids.contains(&findings[1].0), "{ids:?}");
+    assert!(out.stderr.contains("has expired and no longer applies"), "{}", out.stderr);
+    std::fs::write(&ignore, format!("{} maybe\n", findings[0].0))?;
+    let out = scan(vec!["--ignorefile".into(), ignore.display().to_string()]).await?;
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.contains("line 1") && out.stderr.contains("\"maybe\""), "{}", out.stderr);
+
+    // OpenVEX: not_affected for the image leaves the finding out.
+    let vex = stack.dir.path().join("app.vex.json");
+    std::fs::write(
+        &vex,
+        serde_json::json!({
+            "@context": "https://openvex.dev/ns/v0.2.0",
+            "@id": "https://example.com/vex/app-1",
+            "author": "acme security",
+            "timestamp": "2026-12-01T00:00:00Z",
+            "version": 1,
+            "statements": [{
+                "vulnerability": {"name": findings[1].0},
+                "products": [{"@id": "pkg:oci/app"}],
+                "status": "not_affected",
+                "justification": "vulnerable_code_not_in_execute_path"
+            }]
+        })
+        .to_string(),
+    )?;
+    let out = scan(vec![
+        "--vex".into(),
+        vex.display().to_string(),
+        "--exit-code".into(),
+        "5".into(),
+        "--quiet".into(),
+    ])
+    .await?;
+    assert_eq!(out.code, Some(5), "the other findings remain: {}", out.stderr);
+    assert!(!out.stdout.contains(&findings[1].0), "{}", out.stdout);
+    assert_eq!(out.stderr, "", "--quiet");
     Ok(())
 }
