@@ -116,10 +116,9 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
     let db = AdvisoryDb::open(&db_dir).with_context(|| format!("advisory DB in {}", db_dir.display()))?;
     if let Some(warning) =
         service::check_db_age(&db, section.max_db_age_hours, args.strict || section.strict)?
+        && !args.quiet
     {
-        if !args.quiet {
-            eprintln!("warning: {warning}");
-        }
+        eprintln!("warning: {warning}");
     }
     let scanner = Scanner::new(section.limits.limits());
     let platform = args.platform.clone().unwrap_or_else(|| section.platform());
