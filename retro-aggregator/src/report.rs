@@ -204,15 +204,7 @@ pub fn condense(records: &[(RetroRecord, Classification)], options: &ViewOptions
     });
 
     let hot_spots = hot_spots(&selected, &clusters);
-    let missing_tools = clusters
-        .iter()
-        .filter(|c| c.category == Category::Tooling && c.runs >= 2)
-        .map(|c| ToolNeed {
-            tool: tool_name(&c.representative),
-            runs: c.runs,
-            representative: c.representative.clone(),
-        })
-        .collect();
+    let missing_tools = tool_needs(&clusters);
     let instruction_drafts = instruction_drafts(&selected, &items, &kinds);
     FleetView {
         since: start,
@@ -354,11 +346,33 @@ fn hot_spots(selected: &[&(RetroRecord, Classification)], clusters: &[ClusterVie
     spots
 }
 
+/// Tools runs kept missing: the tooling clusters by the tool they name
+/// (one tool's differently worded clusters counted together), of two runs
+/// or more, most runs first.
+fn tool_needs(clusters: &[ClusterView]) -> Vec<ToolNeed> {
+    let mut by_tool: BTreeMap<String, ToolNeed> = BTreeMap::new();
+    for c in clusters.iter().filter(|c| c.category == Category::Tooling) {
+        let tool = tool_name(&c.representative);
+        let need = by_tool.entry(tool.clone()).or_insert_with(|| ToolNeed {
+            tool,
+            runs: 0,
+            representative: c.representative.clone(),
+        });
+        need.runs += c.runs;
+    }
+    let mut needs: Vec<ToolNeed> = by_tool.into_values().filter(|n| n.runs >= 2).collect();
+    needs.sort_by(|a, b| b.runs.cmp(&a.runs).then_with(|| a.tool.cmp(&b.tool)));
+    needs
+}
+
 /// A tool's name from how a run said it: `make: command not found` →
-/// `make`; `golangci-lint v1.59` → `golangci-lint`.
+/// `make`; `golangci-lint v1.59` → `golangci-lint`; `a Node version
+/// manager` → `node`.
 fn tool_name(text: &str) -> String {
-    let first = text.split_whitespace().next().unwrap_or(text);
-    first.trim_matches(|c: char| !c.is_alphanumeric() && c != '-' && c != '_').to_owned()
+    text.split_whitespace()
+        .map(|word| word.trim_matches(|c: char| !c.is_alphanumeric() && c != '-' && c != '_').to_lowercase())
+        .find(|word| !word.is_empty() && !["a", "an", "the", "no", "missing"].contains(&word.as_str()))
+        .unwrap_or_default()
 }
 
 /// Context items that recur in one repository, clustered per repository.

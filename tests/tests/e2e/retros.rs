@@ -249,11 +249,11 @@ async fn a_fleets_retrospectives_condense_into_its_problems() -> anyhow::Result<
             .fold((0.0, 0.0), |(r, e), (cr, ce)| (r + cr, e + ce))
     };
     for rising in ["dockerhub_rate_limited", "egress_denied_github_release"] {
-        let (recent, expected) = trend(rising);
-        assert!(recent >= 2.0 * expected && recent >= 5.0, "{rising}: {recent} against {expected}");
+        let (recent, predicted) = trend(rising);
+        assert!(recent >= 2.0 * predicted && recent >= 5.0, "{rising}: {recent} against {predicted}");
     }
-    let (recent, expected) = trend("dockerd_start_timeout");
-    assert!(recent == 0.0 && expected >= 1.0, "falling: {recent} against {expected}");
+    let (recent, predicted) = trend("dockerd_start_timeout");
+    assert!(recent == 0.0 && predicted >= 1.0, "falling: {recent} against {predicted}");
     // Hot spots and what to act on.
     let hot: Vec<&str> =
         view["hot_spots"].as_array().into_iter().flatten().filter_map(|h| h["repository"].as_str()).collect();
@@ -261,6 +261,14 @@ async fn a_fleets_retrospectives_condense_into_its_problems() -> anyhow::Result<
     let tools: BTreeSet<&str> =
         view["missing_tools"].as_array().into_iter().flatten().filter_map(|t| t["tool"].as_str()).collect();
     assert!(tools.contains("make"), "{tools:?}");
+    assert_eq!(
+        view["missing_tools"].as_array().map(|t| t.iter().filter(|t| t["tool"] == "make").count()),
+        Some(1),
+        "one entry per tool, its wordings counted together"
+    );
+    let make_runs = expected.iter().filter(|(_, f, _)| f == "missing_make").count();
+    let listed = view["missing_tools"].as_array().into_iter().flatten().find(|t| t["tool"] == "make");
+    assert_eq!(listed.and_then(|t| t["runs"].as_u64()), Some(make_runs as u64));
     println!("{}", stack.cli(&["retros", "--until", "2026-12-06T00:00:00Z"]).await?.stdout);
     Ok(())
 }
