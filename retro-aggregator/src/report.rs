@@ -45,6 +45,18 @@ pub enum Direction {
     Steady,
 }
 
+impl Direction {
+    /// Its name, as in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::New => "new",
+            Direction::Rising => "rising",
+            Direction::Falling => "falling",
+            Direction::Steady => "steady",
+        }
+    }
+}
+
 /// A cluster's trend.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Trend {
@@ -96,6 +108,13 @@ pub struct HotSpot {
     pub categories: Vec<(Category, usize)>,
     /// Its most common cluster's representative.
     pub top_problem: String,
+}
+
+impl HotSpot {
+    /// `infrastructure.network 2, tooling 1`.
+    fn category_counts(&self) -> String {
+        self.categories.iter().map(|(c, n)| format!("{c} {n}")).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// A tool runs kept missing: a candidate for the guest image.
@@ -432,7 +451,7 @@ pub fn render_text(view: &FleetView) -> String {
         out.push_str(&format!(
             "  {:>4}  {:<8} {:<26} {}\n        runs {}, first {}, last {}, {} repositor{} (rule {}); e.g. {}\n",
             c.count,
-            format!("{:?}", c.trend.direction).to_lowercase(),
+            c.trend.direction.as_str(),
             c.category.as_str(),
             one_line(&c.representative, 100),
             c.runs,
@@ -446,13 +465,13 @@ pub fn render_text(view: &FleetView) -> String {
     }
     out.push_str("\nHOT SPOTS\n");
     for h in view.hot_spots.iter().take(10) {
-        let categories: Vec<String> = h.categories.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let categories = h.category_counts();
         out.push_str(&format!(
             "  {}  {}/{} runs with problems: {}\n        {}\n",
             h.repository,
             h.troubled_runs,
             h.runs,
-            categories.join(", "),
+            categories,
             one_line(&h.top_problem, 100)
         ));
     }
@@ -491,7 +510,7 @@ pub fn render_markdown(view: &FleetView) -> String {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
             c.count,
-            format!("{:?}", c.trend.direction).to_lowercase(),
+            c.trend.direction.as_str(),
             c.category,
             markdown_cell(&c.representative),
             c.repositories.len(),
@@ -500,13 +519,13 @@ pub fn render_markdown(view: &FleetView) -> String {
     }
     out.push_str("\n## Hot spots\n\n| Repository | Runs with problems | Categories |\n|---|---:|---|\n");
     for h in &view.hot_spots {
-        let categories: Vec<String> = h.categories.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let categories = h.category_counts();
         out.push_str(&format!(
             "| {} | {}/{} | {} |\n",
             markdown_cell(&h.repository),
             h.troubled_runs,
             h.runs,
-            categories.join(", ")
+            categories
         ));
     }
     if !view.missing_tools.is_empty() {
