@@ -564,3 +564,101 @@ fn one_line(text: &str, max: usize) -> String {
         None => flat,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone as _;
+
+    use super::*;
+    use crate::classify::classify;
+
+    fn record(
+        run: &str,
+        repository: &str,
+        day: u32,
+        context: &[&str],
+        wrong: &[&str],
+    ) -> (RetroRecord, Classification) {
+        let record = RetroRecord {
+            run_id: run.into(),
+            repository: repository.into(),
+            outcome: "agent_failed".into(),
+            model: "gpt-5".into(),
+            created_at: Utc.with_ymd_and_hms(2026, 11, day, 12, 0, 0).single().unwrap_or_default(),
+            missing_context: context.iter().map(|s| (*s).to_owned()).collect(),
+            went_wrong: wrong.iter().map(|s| (*s).to_owned()).collect(),
+            ..RetroRecord::default()
+        };
+        let classification = classify(&record);
+        (record, classification)
+    }
+
+    fn options() -> ViewOptions {
+        ViewOptions {
+            since: None,
+            until: Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).single().unwrap_or_default(),
+            window: Duration::days(7),
+            repository: None,
+            category: None,
+            examples: 3,
+        }
+    }
+
+    /// Context one repository's runs kept missing becomes a draft for that
+    /// repository, once; context missed once, or in another repository,
+    /// does not.
+    #[test]
+    fn recurring_missing_context_becomes_a_draft_for_its_repository() {
+        let api = "https://github.com/acme/api";
+        let web = "https://github.com/acme/web";
+        let branch = "which release branch (release/2.x or main) security fixes go to";
+        let records = vec![
+            record("r1", api, 3, &[branch], &[]),
+            record("r2", api, 10, &["which release branch (release/3.x or main) security fixes go to"], &[]),
+            record("r3", web, 12, &[branch], &[]),
+            record("r4", api, 20, &["the internal apk mirror's URL"], &[]),
+        ];
+        let view = condense(&records, &options());
+        assert_eq!(view.instruction_drafts.len(), 1, "{:#?}", view.instruction_drafts);
+        let draft = &view.instruction_drafts[0];
+        assert_eq!((draft.repository.as_str(), draft.runs), (api, 2));
+        assert!(draft.draft.contains("release branch"), "{}", draft.draft);
+        assert_eq!(view.categories.get(&Category::Context), Some(&4));
+    }
+
+    /// Guest text stays one line in a Markdown cell, its markup escaped.
+    #[test]
+    fn markdown_escapes_guest_text() {
+        let records = vec![record(
+            "r1",
+            "https://github.com/acme/api",
+            5,
+            &[],
+            &["| injected | row |\n# heading <img src=x>"],
+        )];
+        let markdown = render_markdown(&condense(&records, &options()));
+        assert!(markdown.contains("\\| injected \\| row \\| \\# heading \\<img src=x\\>"), "{markdown}");
+        assert!(!markdown.contains("\n# heading"), "{markdown}");
+    }
+
+    /// The filters: a repository by part of its URL, a category by its
+    /// family, a range by `since`.
+    #[test]
+    fn filters_narrow_the_view() {
+        let records = vec![
+            record("r1", "https://github.com/acme/api", 3, &[], &["proxy.golang.org: i/o timeout"]),
+            record("r2", "https://github.com/acme/web", 20, &[], &["toomanyrequests: pull rate limit"]),
+        ];
+        let mut only = options();
+        only.repository = Some("acme/web".into());
+        assert_eq!(condense(&records, &only).runs, 1);
+        let mut only = options();
+        only.category = Some("infrastructure".into());
+        assert_eq!(condense(&records, &only).runs, 2);
+        only.category = Some("infrastructure.network".into());
+        assert_eq!(condense(&records, &only).runs, 1);
+        let mut only = options();
+        only.since = Some(Utc.with_ymd_and_hms(2026, 11, 10, 0, 0, 0).single().unwrap_or_default());
+        assert_eq!(condense(&records, &only).runs, 1);
+    }
+}
