@@ -88,10 +88,48 @@ enum Command {
     /// The controller's local forge: create repositories, list pull requests.
     #[command(subcommand)]
     Forge(forge::Command),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to standard output: `patchpilot man > patchpilot.1`.
+    Man,
+}
+
+/// Completions for `shell`, written to `out`.
+fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    use clap::CommandFactory as _;
+    clap_complete::generate(shell, &mut Cli::command(), "patchpilot", out);
+}
+
+/// The man page, written to `out`.
+fn man_page(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use clap::CommandFactory as _;
+    clap_mangen::Man::new(Cli::command()).render(out)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Neither needs the configuration or a runtime.
+    match &cli.command {
+        Command::Completions { shell } => {
+            completions(*shell, &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Command::Man => {
+            return match man_page(&mut std::io::stdout()) {
+                // `patchpilot man | head` is not a failure.
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("patchpilot: writing the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
+    }
     let config: CliConfig = match patchpilot_fleet::config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -137,6 +175,7 @@ fn main() -> ExitCode {
             Command::Remediate(args) => remediate::run(&config, args).await,
             Command::Sandbox(command) => sandbox::run(&config, command).await,
             Command::Forge(command) => forge::run(&config, command).await,
+            Command::Completions { .. } | Command::Man => Ok(ExitCode::SUCCESS),
         };
         guard.shutdown();
         match result {
@@ -162,4 +201,25 @@ pub(crate) async fn connect_db(config: &CliConfig) -> anyhow::Result<sqlx::PgPoo
     database.migrate = false;
     database.max_connections = database.max_connections.min(4);
     Ok(patchpilot_fleet::store::connect(&database).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_and_the_man_page_cover_every_command() {
+        let mut bash = Vec::new();
+        completions(clap_complete::Shell::Bash, &mut bash);
+        let bash = String::from_utf8_lossy(&bash);
+        for command in ["submit", "status", "events", "retros", "scan", "db", "remediate", "sandbox"] {
+            assert!(bash.contains(command), "{command} missing from the bash completions");
+        }
+        assert!(bash.contains("--ignore-unfixed"), "scan's flags are completed");
+        let mut man = Vec::new();
+        man_page(&mut man).expect("render");
+        let man = String::from_utf8_lossy(&man);
+        assert!(man.starts_with(".ie") || man.contains(".TH patchpilot"), "{}", &man[..man.len().min(200)]);
+        assert!(man.contains("retros"), "subcommands listed");
+    }
 }
