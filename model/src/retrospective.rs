@@ -51,6 +51,15 @@ impl RetroCategory {
     }
 }
 
+impl RetroCategory {
+    /// Serde's `deserialize_with` for a category as an agent may write it:
+    /// [`RetroCategory::lenient`] of a string, unspecified for `null`.
+    pub fn deserialize_lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RetroCategory, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        Ok(text.map(|t| RetroCategory::lenient(&t)).unwrap_or_default())
+    }
+}
+
 impl From<RetroCategory> for v1::RetroCategory {
     fn from(c: RetroCategory) -> v1::RetroCategory {
         match c {
@@ -88,15 +97,10 @@ pub struct RetrospectiveReport {
     /// Context the agent needed and did not have.
     pub missing_context: Vec<String>,
     /// Broad cause, read with [`RetroCategory::lenient`].
-    #[serde(deserialize_with = "lenient_category")]
+    #[serde(deserialize_with = "RetroCategory::deserialize_lenient")]
     pub category: RetroCategory,
     /// A short summary.
     pub summary: String,
-}
-
-fn lenient_category<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RetroCategory, D::Error> {
-    let text = Option::<String>::deserialize(d)?;
-    Ok(text.map(|t| RetroCategory::lenient(&t)).unwrap_or_default())
 }
 
 impl RetrospectiveReport {

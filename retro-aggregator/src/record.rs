@@ -40,7 +40,7 @@ pub struct RetroRecord {
     pub missing_context: Vec<String>,
     /// The category the agent reported (untrusted: the classifier decides),
     /// read as leniently as the guest's report is.
-    #[serde(rename = "category", deserialize_with = "lenient_category")]
+    #[serde(rename = "category", deserialize_with = "RetroCategory::deserialize_lenient")]
     pub reported_category: RetroCategory,
     /// Its summary.
     pub summary: String,
@@ -66,11 +66,6 @@ impl Default for RetroRecord {
             summary: String::new(),
         }
     }
-}
-
-fn lenient_category<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RetroCategory, D::Error> {
-    let text = Option::<String>::deserialize(d)?;
-    Ok(text.map(|t| RetroCategory::lenient(&t)).unwrap_or_default())
 }
 
 /// Where one item of a retrospective comes from.

@@ -206,15 +206,18 @@ pub fn condense(records: &[(RetroRecord, Classification)], options: &ViewOptions
         by_category.entry(selected[item.owner].1.category).or_default().push(index);
     }
     let mut clusters = Vec::new();
+    let mut instruction_drafts = Vec::new();
     for indexes in by_category.values() {
         let group: Vec<Item<'_>> = indexes.iter().map(|&i| items[i].clone()).collect();
         for mut found in cluster::cluster(&group) {
             for item in &mut found.items {
                 *item = indexes[*item];
             }
+            instruction_drafts.extend(drafts_of(&found, &items, &kinds, &selected));
             clusters.push(cluster_view(&found, &items, &kinds, &selected, options, start, window_start));
         }
     }
+    instruction_drafts.sort_by(|a, b| b.runs.cmp(&a.runs).then_with(|| a.repository.cmp(&b.repository)));
     clusters.sort_by(|a, b| {
         b.count
             .cmp(&a.count)
@@ -224,7 +227,6 @@ pub fn condense(records: &[(RetroRecord, Classification)], options: &ViewOptions
 
     let hot_spots = hot_spots(&selected, &clusters);
     let missing_tools = tool_needs(&clusters);
-    let instruction_drafts = instruction_drafts(&selected, &items, &kinds);
     FleetView {
         since: start,
         until: options.until,
@@ -394,41 +396,35 @@ fn tool_name(text: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Context items that recur in one repository, clustered per repository.
-fn instruction_drafts(
-    selected: &[&(RetroRecord, Classification)],
+/// Drafts from one cluster: its missing-context items grouped by
+/// repository, for each repository where two runs or more missed it.
+fn drafts_of(
+    cluster: &cluster::Cluster,
     items: &[Item<'_>],
     kinds: &[ItemKind],
+    selected: &[&(RetroRecord, Classification)],
 ) -> Vec<InstructionDraft> {
-    let mut per_repo: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, item) in items.iter().enumerate() {
-        let repository = selected[item.owner].0.repository.as_str();
+    let mut per_repo: BTreeMap<&str, (BTreeSet<usize>, &str)> = BTreeMap::new();
+    for &i in &cluster.items {
+        let repository = selected[items[i].owner].0.repository.as_str();
         if kinds[i] == ItemKind::MissingContext && !repository.is_empty() {
-            per_repo.entry(repository).or_default().push(i);
+            let entry = per_repo.entry(repository).or_insert((BTreeSet::new(), items[i].text));
+            entry.0.insert(items[i].owner);
         }
     }
-    let mut drafts = Vec::new();
-    for (repository, indexes) in per_repo {
-        let context: Vec<Item<'_>> = indexes.iter().map(|&i| items[i].clone()).collect();
-        for group in cluster::cluster(&context) {
-            let runs: BTreeSet<usize> = group.items.iter().map(|&i| context[i].owner).collect();
-            if runs.len() < 2 {
-                continue;
-            }
-            let missing = context[group.items[0]].text.to_owned();
-            drafts.push(InstructionDraft {
-                repository: repository.to_owned(),
-                runs: runs.len(),
-                draft: format!(
-                    "{} runs on this repository lacked this; if the answer holds for every run, state it in the repository's instructions: \"{missing}\"",
-                    runs.len()
-                ),
-                missing,
-            });
-        }
-    }
-    drafts.sort_by(|a, b| b.runs.cmp(&a.runs).then_with(|| a.repository.cmp(&b.repository)));
-    drafts
+    per_repo
+        .into_iter()
+        .filter(|(_, (runs, _))| runs.len() >= 2)
+        .map(|(repository, (runs, missing))| InstructionDraft {
+            repository: repository.to_owned(),
+            runs: runs.len(),
+            draft: format!(
+                "{} runs on this repository lacked this; if the answer holds for every run, state it in the repository's instructions: \"{missing}\"",
+                runs.len()
+            ),
+            missing: missing.to_owned(),
+        })
+        .collect()
 }
 
 /// The view as text for a terminal.

@@ -89,17 +89,16 @@ impl BatchHandler for Intake {
                 outcomes[position] = Err(HandlerError::Permanent("retrospective without a run_id".into()));
                 continue;
             }
-            let mut record = RetroRecord::from_retrospective(&retro);
-            if let Err(e) = store::enrich(&self.pool, &mut record).await {
-                outcomes[position] = Err(HandlerError::retryable(&e));
-                continue;
-            }
-            records.push(record);
+            records.push(RetroRecord::from_retrospective(&retro));
             positions.push(position);
         }
-        // One statement for the batch; a run stored before (a redelivery)
-        // is left as it is.
-        if let Err(e) = store::insert(&self.pool, &records, "bus").await {
+        // One query to enrich the batch and one statement to store it; a
+        // run stored before (a redelivery) is left as it is.
+        let stored = match store::enrich(&self.pool, &mut records).await {
+            Ok(()) => store::insert(&self.pool, &records, "bus").await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = stored {
             let error =
                 if e.is_transient() { HandlerError::retryable(&e) } else { HandlerError::permanent(&e) };
             for position in positions {

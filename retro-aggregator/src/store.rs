@@ -133,37 +133,45 @@ pub async fn load(
         .collect()
 }
 
-/// Adds what the run's records know to a retrospective from the bus:
-/// outcome, duration and whether a model ran (from `sandbox_runs`), the
-/// purpose (from `controller_runs`), the repository and Dockerfile (from
-/// the planner's `remediations`). Missing rows leave fields empty.
-pub async fn enrich(pool: &PgPool, record: &mut RetroRecord) -> Result<(), Error> {
+/// Adds what the runs' records know to retrospectives from the bus, in one
+/// query for the batch: outcome, duration and whether a model ran (from
+/// `sandbox_runs`), the purpose (from `controller_runs`), the repository and
+/// Dockerfile (from the planner's `remediations`). Missing rows leave
+/// fields empty.
+pub async fn enrich(pool: &PgPool, records: &mut [RetroRecord]) -> Result<(), Error> {
+    if records.is_empty() {
+        return Ok(());
+    }
     type Facts =
-        (Option<String>, Option<i64>, Option<Vec<u8>>, Option<String>, Option<String>, Option<String>);
-    let facts: Option<Facts> = sqlx::query_as(
-        "SELECT s.outcome,
+        (i32, Option<String>, Option<i64>, Option<Vec<u8>>, Option<String>, Option<String>, Option<String>);
+    let run_ids: Vec<&str> = records.iter().map(|r| r.run_id.as_str()).collect();
+    let remediation_ids: Vec<&str> = records.iter().map(|r| r.remediation_id.as_str()).collect();
+    let facts: Vec<Facts> = sqlx::query_as(
+        "SELECT (b.n - 1)::int4, s.outcome,
                 (EXTRACT(EPOCH FROM (s.finished_at - s.started_at)) * 1000)::int8,
-                s.result,
-                (SELECT purpose FROM controller_runs WHERE run_id = $1),
-                (SELECT repo_url FROM remediations WHERE id::text = $2),
-                (SELECT dockerfile FROM remediations WHERE id::text = $2)
-         FROM (SELECT 1) one LEFT JOIN sandbox_runs s ON s.run_id = $1",
+                s.result, c.purpose, p.repo_url, p.dockerfile
+         FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS b(run_id, remediation_id, n)
+         LEFT JOIN sandbox_runs s ON s.run_id = b.run_id
+         LEFT JOIN controller_runs c ON c.run_id = b.run_id
+         LEFT JOIN remediations p ON p.id::text = b.remediation_id",
     )
-    .bind(&record.run_id)
-    .bind(&record.remediation_id)
-    .fetch_optional(pool)
+    .bind(&run_ids)
+    .bind(&remediation_ids)
+    .fetch_all(pool)
     .await?;
-    let Some((outcome, duration_ms, result, purpose, repository, dockerfile)) = facts else { return Ok(()) };
-    record.outcome = outcome.unwrap_or_default();
-    record.duration_ms = duration_ms;
-    record.purpose = purpose.unwrap_or_default();
-    record.repository = repository.unwrap_or_default();
-    record.dockerfile = dockerfile.unwrap_or_default();
-    if let Some(result) = result {
-        use patchpilot_model::Wire as _;
-        if let Ok(result) = patchpilot_model::SandboxResult::decode(&result) {
-            // A model session was recorded only when a model ran.
-            record.model = if result.session_object.is_some() { "model" } else { "rules" }.to_owned();
+    for (index, outcome, duration_ms, result, purpose, repository, dockerfile) in facts {
+        let Some(record) = usize::try_from(index).ok().and_then(|i| records.get_mut(i)) else { continue };
+        record.outcome = outcome.unwrap_or_default();
+        record.duration_ms = duration_ms;
+        record.purpose = purpose.unwrap_or_default();
+        record.repository = repository.unwrap_or_default();
+        record.dockerfile = dockerfile.unwrap_or_default();
+        if let Some(result) = result {
+            use patchpilot_model::Wire as _;
+            if let Ok(result) = patchpilot_model::SandboxResult::decode(&result) {
+                // A model session was recorded only when a model ran.
+                record.model = if result.session_object.is_some() { "model" } else { "rules" }.to_owned();
+            }
         }
     }
     Ok(())

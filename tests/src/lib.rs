@@ -518,24 +518,29 @@ impl Stack {
         config_toml: &str,
         extra: &[(&str, &str)],
     ) -> anyhow::Result<Service> {
-        let n = std::fs::read_dir(self.dir.path())?.count();
-        let config = self.write_config(&format!("planner-{n}.toml"), config_toml)?;
-        let mut env = self.env();
-        env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
-        Service::spawn("patchpilot-planner", &config, &env, self.dir.path().join(format!("planner-{n}.log")))
+        self.spawn_service("patchpilot-planner", "planner", config_toml, extra)
     }
 
     /// Starts a retro aggregator (`patchpilot-retro`) with `config_toml`;
     /// its log is `retro-<n>.log`.
     pub fn spawn_retro(&self, config_toml: &str) -> anyhow::Result<Service> {
+        self.spawn_service("patchpilot-retro", "retro", config_toml, &[])
+    }
+
+    /// Starts `binary` with `config_toml` written to `<name>-<n>.toml`, this
+    /// stack's environment and `extra`; its log is `<name>-<n>.log`.
+    fn spawn_service(
+        &self,
+        binary: &str,
+        name: &str,
+        config_toml: &str,
+        extra: &[(&str, &str)],
+    ) -> anyhow::Result<Service> {
         let n = std::fs::read_dir(self.dir.path())?.count();
-        let config = self.write_config(&format!("retro-{n}.toml"), config_toml)?;
-        Service::spawn(
-            "patchpilot-retro",
-            &config,
-            &self.env(),
-            self.dir.path().join(format!("retro-{n}.log")),
-        )
+        let config = self.write_config(&format!("{name}-{n}.toml"), config_toml)?;
+        let mut env = self.env();
+        env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        Service::spawn(binary, &config, &env, self.dir.path().join(format!("{name}-{n}.log")))
     }
 
     /// Runs the `patchpilot` CLI with `args` against this stack.
