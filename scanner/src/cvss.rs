@@ -1,24 +1,32 @@
-//! CVSS base scores from vectors, because OSV records carry vectors only.
+//! CVSS scores from vectors, because OSV records carry vectors only.
 //!
-//! v3.0 and v3.1 follow the FIRST specifications' base equations (section
-//! 7.1 of v3.1, including its `Roundup` definition, and v3.0's plain
-//! ceiling); v2 follows the CVSS v2 guide's base equation. v4 is not scored
-//! here (its score comes from a macro-vector lookup table); callers fall
-//! back to the advisory's own severity label.
+//! Scoring is RustSec's `cvss` crate: v2's base equation (CVSS v2 guide,
+//! 3.2.1), v3.0 and v3.1's base equations with each version's own round-up
+//! (v3.1 section 7.1 and appendix A), and v4.0's macro-vector lookup (CVSS
+//! v4.0 specification, section 8). A v4 vector is scored as written: with
+//! threat or environmental metrics it is a CVSS-BT, -BE or -BTE score, which
+//! is what FIRST's calculator and the databases that publish v4 scores give
+//! for the same vector.
+//!
+//! The NVD pairs in the tests below are the check that the crate agrees with
+//! what NVD published for v2 and v3, and Grype's reports for v4.
+
+use std::str::FromStr;
 
 use patchpilot_model::Severity;
 
-/// A parsed base score.
+/// A parsed score.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Score {
-    /// `2.0`, `3.0` or `3.1`.
+    /// `2.0`, `3.0`, `3.1` or `4.0`.
     pub version: &'static str,
-    /// The base score, 0.0–10.0.
+    /// The score, 0.0–10.0.
     pub base: f64,
 }
 
 impl Score {
-    /// The severity band of this score in its version's rating scale.
+    /// The severity band of this score in its version's rating scale (v3.x
+    /// and v4.0 share one; v2 has no critical band).
     pub fn severity(&self) -> Severity {
         if self.version == "2.0" {
             match self.base {
@@ -32,161 +40,36 @@ impl Score {
     }
 }
 
-fn metrics(vector: &str) -> impl Iterator<Item = (&str, &str)> {
-    vector.split('/').filter_map(|m| m.split_once(':'))
-}
-
-/// Scores a v3.x vector (`CVSS:3.1/AV:N/…`) or a v2 vector (`AV:N/AC:L/…`,
-/// optionally in parentheses). `None` when it is not a complete base vector.
+/// Scores a v4.0 vector (`CVSS:4.0/AV:N/…`), a v3.x vector (`CVSS:3.1/…`)
+/// or a v2 vector (`AV:N/AC:L/…`, optionally in parentheses or after
+/// `CVSS:2.0/`). `None` when it is not a complete, valid vector.
 pub fn base_score(vector: &str) -> Option<Score> {
     let vector = vector.trim().trim_start_matches('(').trim_end_matches(')');
-    if let Some(rest) = vector.strip_prefix("CVSS:3.1/") {
-        v3(rest, true).map(|base| Score { version: "3.1", base })
-    } else if let Some(rest) = vector.strip_prefix("CVSS:3.0/") {
-        v3(rest, false).map(|base| Score { version: "3.0", base })
-    } else if vector.starts_with("CVSS:") {
-        None
-    } else {
-        v2(vector.strip_prefix("CVSS:2.0/").unwrap_or(vector)).map(|base| Score { version: "2.0", base })
+    // The crate reads a v2 vector only without a prefix; NVD's JSON 2.0 feed
+    // writes none, some OSV records write `CVSS:2.0/`.
+    let vector = vector.strip_prefix("CVSS:2.0/").unwrap_or(vector);
+    // The crate scores a vector with base metrics missing (as if absent
+    // meant their lowest value); every version's specification requires
+    // all of them, so such a vector is refused rather than guessed.
+    let required: &[&str] = match vector.get(..9) {
+        Some("CVSS:3.0/" | "CVSS:3.1/") => &["AV", "AC", "PR", "UI", "S", "C", "I", "A"],
+        Some("CVSS:4.0/") => &["AV", "AC", "AT", "PR", "UI", "VC", "VI", "VA", "SC", "SI", "SA"],
+        _ => &["AV", "AC", "Au", "C", "I", "A"],
+    };
+    let present: Vec<&str> = vector.split('/').filter_map(|m| m.split_once(':')).map(|(k, _)| k).collect();
+    if !required.iter().all(|k| present.contains(k)) {
+        return None;
     }
-}
-
-/// v3.1's `Roundup`: the smallest number with one decimal that is at least
-/// the input, computed on integers to avoid floating-point surprises.
-fn roundup_31(x: f64) -> f64 {
-    let int_input = (x * 100_000.0).round() as i64;
-    if int_input % 10_000 == 0 {
-        int_input as f64 / 100_000.0
-    } else {
-        ((int_input / 10_000) + 1) as f64 / 10.0
-    }
-}
-
-/// v3.0's round-up: ceiling to one decimal.
-fn roundup_30(x: f64) -> f64 {
-    (x * 10.0).ceil() / 10.0
-}
-
-fn v3(vector: &str, is_31: bool) -> Option<f64> {
-    let (mut av, mut ac, mut pr, mut ui, mut s, mut c, mut i, mut a) =
-        (None, None, None, None, None, None, None, None);
-    for (k, v) in metrics(vector) {
-        match k {
-            "AV" => {
-                av = Some(match v {
-                    "N" => 0.85,
-                    "A" => 0.62,
-                    "L" => 0.55,
-                    "P" => 0.2,
-                    _ => return None,
-                })
-            }
-            "AC" => {
-                ac = Some(match v {
-                    "L" => 0.77,
-                    "H" => 0.44,
-                    _ => return None,
-                })
-            }
-            "PR" => pr = Some(v),
-            "UI" => {
-                ui = Some(match v {
-                    "N" => 0.85,
-                    "R" => 0.62,
-                    _ => return None,
-                })
-            }
-            "S" => {
-                s = Some(match v {
-                    "U" => false,
-                    "C" => true,
-                    _ => return None,
-                })
-            }
-            "C" => c = Some(cia(v)?),
-            "I" => i = Some(cia(v)?),
-            "A" => a = Some(cia(v)?),
-            // Temporal and environmental metrics do not change the base.
-            _ => {}
-        }
-    }
-    let changed = s?;
-    let pr = match (pr?, changed) {
-        ("N", _) => 0.85,
-        ("L", false) => 0.62,
-        ("L", true) => 0.68,
-        ("H", false) => 0.27,
-        ("H", true) => 0.5,
+    let (version, base) = match ::cvss::Cvss::from_str(vector).ok()? {
+        ::cvss::Cvss::CvssV20(v) => ("2.0", v.score().value()),
+        ::cvss::Cvss::CvssV30(v) => ("3.0", v.base_score().value()),
+        ::cvss::Cvss::CvssV31(v) => ("3.1", v.base_score().value()),
+        ::cvss::Cvss::CvssV40(v) => ("4.0", v.score().value()),
+        // The enum is non-exhaustive: a version the crate adds later is
+        // not one PatchPilot has checked.
         _ => return None,
     };
-    let iss = 1.0 - (1.0 - c?) * (1.0 - i?) * (1.0 - a?);
-    let impact = if changed { 7.52 * (iss - 0.029) - 3.25 * (iss - 0.02).powi(15) } else { 6.42 * iss };
-    let exploitability = 8.22 * av? * ac? * pr * ui?;
-    if impact <= 0.0 {
-        return Some(0.0);
-    }
-    let raw = if changed {
-        (1.08 * (impact + exploitability)).min(10.0)
-    } else {
-        (impact + exploitability).min(10.0)
-    };
-    Some(if is_31 { roundup_31(raw) } else { roundup_30(raw) })
-}
-
-fn cia(v: &str) -> Option<f64> {
-    Some(match v {
-        "H" => 0.56,
-        "L" => 0.22,
-        "N" => 0.0,
-        _ => return None,
-    })
-}
-
-fn v2(vector: &str) -> Option<f64> {
-    let (mut av, mut ac, mut au, mut c, mut i, mut a) = (None, None, None, None, None, None);
-    for (k, v) in metrics(vector) {
-        let cia2 = |v: &str| match v {
-            "N" => Some(0.0),
-            "P" => Some(0.275),
-            "C" => Some(0.660),
-            _ => None,
-        };
-        match k {
-            "AV" => {
-                av = Some(match v {
-                    "L" => 0.395,
-                    "A" => 0.646,
-                    "N" => 1.0,
-                    _ => return None,
-                })
-            }
-            "AC" => {
-                ac = Some(match v {
-                    "H" => 0.35,
-                    "M" => 0.61,
-                    "L" => 0.71,
-                    _ => return None,
-                })
-            }
-            "Au" => {
-                au = Some(match v {
-                    "M" => 0.45,
-                    "S" => 0.56,
-                    "N" => 0.704,
-                    _ => return None,
-                })
-            }
-            "C" => c = Some(cia2(v)?),
-            "I" => i = Some(cia2(v)?),
-            "A" => a = Some(cia2(v)?),
-            _ => {}
-        }
-    }
-    let impact = 10.41 * (1.0 - (1.0 - c?) * (1.0 - i?) * (1.0 - a?));
-    let exploitability = 20.0 * av? * ac? * au?;
-    let f = if impact == 0.0 { 0.0 } else { 1.176 };
-    let base: f64 = ((0.6 * impact) + (0.4 * exploitability) - 1.5) * f;
-    Some((base * 10.0).round() / 10.0)
+    Some(Score { version, base })
 }
 
 #[cfg(test)]
@@ -239,12 +122,16 @@ mod tests {
     #[test]
     fn scores_match_what_nvd_published_in_real_reports() {
         let pairs = published_pairs();
-        let scored: Vec<_> = pairs.iter().filter(|(v, _)| !v.starts_with("CVSS:4")).collect();
-        assert!(scored.len() >= 10, "enough real pairs to mean something: {}", scored.len());
-        for (vector, published) in scored {
+        let v4 = pairs.iter().filter(|(v, _)| v.starts_with("CVSS:4")).count();
+        assert!(
+            pairs.len() >= 10 && v4 >= 3,
+            "enough real pairs to mean something: {} ({v4} v4)",
+            pairs.len()
+        );
+        for (vector, published) in &pairs {
             let score = base_score(vector).unwrap_or_else(|| panic!("{vector} did not parse"));
             assert!(
-                (score.base - published).abs() < 1e-9,
+                (score.base - *published).abs() < 1e-9,
                 "{vector}: computed {}, published {published}",
                 score.base
             );
@@ -262,11 +149,30 @@ mod tests {
         // Incomplete or unknown vectors are refused, not guessed.
         assert_eq!(base_score("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H"), None);
         assert_eq!(base_score("CVSS:3.1/AV:X/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"), None);
-        assert_eq!(base_score("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N"), None);
-        // The 3.1 spec's Roundup examples: 4.02 → 4.1, 4.00 → 4.0, and a
-        // floating-point 4.000000001 must not become 4.1.
-        assert_eq!(roundup_31(4.02), 4.1);
-        assert_eq!(roundup_31(4.0), 4.0);
-        assert_eq!(roundup_31(4.000_000_001), 4.0);
+        // v4.0: the specification's own examples (FIRST's calculator), no
+        // impact scores zero, and incomplete vectors are refused.
+        let v4 = |v: &str| base_score(v).map(|s| (s.version, s.base));
+        assert_eq!(v4("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N"), Some(("4.0", 9.3)));
+        assert_eq!(
+            v4("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:H/SI:H/SA:H"),
+            Some(("4.0", 10.0))
+        );
+        assert_eq!(v4("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:N/VI:N/VA:N/SC:N/SI:N/SA:N"), Some(("4.0", 0.0)));
+        assert_eq!(v4("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N"), None);
+        assert_eq!(v4("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:Q/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N"), None);
+        assert_eq!(
+            base_score("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N")
+                .map(|s| s.severity()),
+            Some(Severity::Critical)
+        );
+        // v2, bare, in parentheses, or after an OSV-style prefix.
+        for v2 in [
+            "AV:N/AC:L/Au:N/C:P/I:P/A:P",
+            "(AV:N/AC:L/Au:N/C:P/I:P/A:P)",
+            "CVSS:2.0/AV:N/AC:L/Au:N/C:P/I:P/A:P",
+        ] {
+            assert_eq!(base_score(v2).map(|s| (s.version, s.base)), Some(("2.0", 7.5)), "{v2}");
+        }
+        assert_eq!(base_score("CVSS:5.0/AV:N"), None);
     }
 }

@@ -225,13 +225,17 @@ fn cvss_of(package: &Package, group: &[&Match]) -> Vec<Cvss> {
 }
 
 fn severity_of(cvss: &[Cvss], group: &[&Match]) -> Severity {
-    let best = |v3: bool| {
+    // The newest CVSS version decides: a v4 score where the advisory has
+    // one, as the GitHub advisory database and NVD show it, then v3, then v2.
+    let best = |major: char| {
         cvss.iter()
-            .filter(|c| c.version.starts_with('3') == v3)
-            .map(|c| cvss::Score { version: if v3 { "3.1" } else { "2.0" }, base: c.score }.severity())
+            .filter(|c| c.version.starts_with(major))
+            .map(|c| {
+                cvss::Score { version: if major == '2' { "2.0" } else { "3.1" }, base: c.score }.severity()
+            })
             .max()
     };
-    if let Some(s) = best(true).or_else(|| best(false)) {
+    if let Some(s) = best('4').or_else(|| best('3')).or_else(|| best('2')) {
         return s;
     }
     // Labels: GHSA `database_specific.severity`, Debian `urgency`,
