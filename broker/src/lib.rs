@@ -51,6 +51,7 @@
 pub mod admin;
 pub mod config;
 pub mod gateway;
+pub mod metrics;
 pub mod relay;
 pub mod route;
 pub mod server;
@@ -158,7 +159,8 @@ pub async fn run(
     config: config::Config,
     fleet: patchpilot_fleet::service::FleetContext,
 ) -> Result<(), Error> {
-    let broker = server::Broker::new(config.service, store::Store::new(fleet.pool().clone()))?;
+    let metrics = fleet.metrics().register(metrics::BrokerMetrics::register);
+    let broker = server::Broker::new(config.service, store::Store::new(fleet.pool().clone()), metrics)?;
     let listener = tokio::net::TcpListener::bind(broker.config().listen)
         .await
         .map_err(|source| Error::Listen { addr: broker.config().listen, source })?;

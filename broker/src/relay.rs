@@ -20,6 +20,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::config::{AuthSource, BrokerConfig, ConnectionConfig};
 use crate::gateway::GatewayClient;
+use crate::metrics::BrokerMetrics;
 use crate::route::{self, RequestTarget};
 use crate::store::{CallRecord, CapabilityToken, Denied, Store};
 use crate::{CAPABILITY_HEADER, Error, REFUSAL_HEADER};
@@ -56,6 +57,7 @@ struct RunClients {
 pub struct Relay {
     config: BrokerConfig,
     store: Store,
+    metrics: BrokerMetrics,
     gateway: GatewayClient,
     runs: Mutex<HashMap<String, Arc<RunClients>>>,
 }
@@ -156,24 +158,49 @@ fn presented_capability(headers: &HeaderMap) -> Option<CapabilityToken> {
     candidates.into_iter().flatten().find_map(|v| CapabilityToken::from_received(v.trim()))
 }
 
-/// Model tokens an upstream reported in its JSON `usage` (OpenAI's
-/// `prompt_tokens`/`completion_tokens`, Anthropic's `input_tokens`/
-/// `output_tokens` and cache counts).
-fn model_tokens(kind: ConnectionKind, body: &[u8]) -> u64 {
-    if !matches!(kind, ConnectionKind::Openai | ConnectionKind::Anthropic) {
-        return 0;
+/// What a model upstream reported of one call: the tokens in its JSON
+/// `usage` (OpenAI's `prompt_tokens`/`completion_tokens`; Anthropic's
+/// `input_tokens`/`output_tokens`, with its cache counts as input) and the
+/// model that answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ModelUsage {
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    response_model: Option<String>,
+}
+
+impl ModelUsage {
+    fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
     }
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else { return 0 };
+}
+
+/// The usage of a model call; `None` for other connections and for a body
+/// that is not JSON.
+fn model_usage(kind: ConnectionKind, body: &[u8]) -> Option<ModelUsage> {
+    if !matches!(kind, ConnectionKind::Openai | ConnectionKind::Anthropic) {
+        return None;
+    }
+    let value = serde_json::from_slice::<serde_json::Value>(body).ok()?;
     let usage = &value["usage"];
     let n = |k: &str| usage[k].as_u64().unwrap_or(0);
+    let (input_tokens, output_tokens) = match kind {
+        ConnectionKind::Openai => (n("prompt_tokens"), n("completion_tokens")),
+        _ => (
+            n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens"),
+            n("output_tokens"),
+        ),
+    };
+    let response_model = value["model"].as_str().map(str::to_owned);
+    Some(ModelUsage { input_tokens, output_tokens, response_model })
+}
+
+/// The OpenTelemetry GenAI provider name of a model connection's kind.
+fn gen_ai_provider(kind: ConnectionKind) -> Option<&'static str> {
     match kind {
-        ConnectionKind::Openai => n("prompt_tokens") + n("completion_tokens"),
-        _ => {
-            n("input_tokens")
-                + n("output_tokens")
-                + n("cache_creation_input_tokens")
-                + n("cache_read_input_tokens")
-        }
+        ConnectionKind::Openai => Some("openai"),
+        ConnectionKind::Anthropic => Some("anthropic"),
+        _ => None,
     }
 }
 
@@ -224,10 +251,10 @@ impl Pending {
 }
 
 impl Relay {
-    /// A relay over `config`.
-    pub fn new(config: BrokerConfig, store: Store) -> Result<Relay, Error> {
+    /// A relay over `config`, counting its calls in `metrics`.
+    pub fn new(config: BrokerConfig, store: Store, metrics: BrokerMetrics) -> Result<Relay, Error> {
         let gateway = GatewayClient::new(&config.gateway)?;
-        Ok(Relay { config, store, gateway, runs: Mutex::new(HashMap::new()) })
+        Ok(Relay { config, store, metrics, gateway, runs: Mutex::new(HashMap::new()) })
     }
 
     /// The configuration.
@@ -296,6 +323,13 @@ impl Relay {
             response_bytes = tracing::field::Empty,
             model_tokens = tracing::field::Empty,
             latency_us = tracing::field::Empty,
+            // OpenTelemetry's GenAI semantic conventions, on model calls.
+            gen_ai.operation.name = tracing::field::Empty,
+            gen_ai.provider.name = tracing::field::Empty,
+            gen_ai.request.model = tracing::field::Empty,
+            gen_ai.response.model = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
         );
         let _enter = span.enter();
         let (response, mut pending) = self.serve(call, Pending { record, started, charged: false }).await;
@@ -315,6 +349,11 @@ impl Relay {
         if let Some(s) = r.upstream_status {
             span.record("upstream_status", s);
         }
+        self.metrics.call(
+            &r.connection,
+            r.refusal.map_or("relayed", |refusal| refusal.as_str()),
+            pending.started.elapsed(),
+        );
         match r.refusal {
             Some(refusal) => tracing::info!(reason = r.reason.as_deref().unwrap_or(""), "refused: {refusal}"),
             None => tracing::info!("relayed"),
@@ -362,6 +401,18 @@ impl Relay {
             Ok(t) => t,
             Err(e) => return pending.refuse(BrokerRefusal::RouteDenied, e.to_string(), None),
         };
+        if let Some(provider) = gen_ai_provider(connection.kind) {
+            let span = tracing::Span::current();
+            span.record("gen_ai.operation.name", "chat");
+            span.record("gen_ai.provider.name", provider);
+            // The model the agent asked for; the body is the agent's, so this
+            // is a label for the span and nothing more.
+            if let Ok(request) = serde_json::from_slice::<serde_json::Value>(&call.body)
+                && let Some(model) = request["model"].as_str()
+            {
+                span.record("gen_ai.request.model", model);
+            }
+        }
         if route::minting_route(connection.kind, connection.base_url.path(), &target) {
             return pending.refuse(BrokerRefusal::RouteDenied, "a credential-minting route", None);
         }
@@ -469,7 +520,16 @@ impl Relay {
         pending.record.upstream_status = Some(status);
         pending.record.response_sha256 = Some(hex::encode(Sha256::digest(&body)));
         pending.record.response_bytes = body.len() as u64;
-        pending.record.model_tokens = model_tokens(connection.kind, &body);
+        if let Some(usage) = model_usage(connection.kind, &body) {
+            pending.record.model_tokens = usage.total();
+            self.metrics.model_tokens(&pending.record.connection, &usage);
+            let span = tracing::Span::current();
+            span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+            span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+            if let Some(model) = &usage.response_model {
+                span.record("gen_ai.response.model", model.as_str());
+            }
+        }
         if status == 401 || status == 403 {
             // A token the upstream no longer takes: the next call asks the
             // gateway again. The body never reaches the guest.
@@ -616,11 +676,16 @@ mod tests {
 
     #[test]
     fn model_tokens_are_read_from_either_wires_usage() {
-        let openai = br#"{"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#;
-        assert_eq!(model_tokens(ConnectionKind::Openai, openai), 15);
+        let openai =
+            br#"{"model":"gpt-x","usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#;
+        let usage = model_usage(ConnectionKind::Openai, openai).expect("usage");
+        assert_eq!((usage.input_tokens, usage.output_tokens, usage.total()), (10, 5, 15));
+        assert_eq!(usage.response_model.as_deref(), Some("gpt-x"));
         let anthropic = br#"{"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2}}"#;
-        assert_eq!(model_tokens(ConnectionKind::Anthropic, anthropic), 12);
-        assert_eq!(model_tokens(ConnectionKind::Http, openai), 0);
+        let usage = model_usage(ConnectionKind::Anthropic, anthropic).expect("usage");
+        assert_eq!((usage.input_tokens, usage.output_tokens, usage.total()), (9, 3, 12));
+        assert_eq!(model_usage(ConnectionKind::Http, openai), None);
+        assert_eq!(model_usage(ConnectionKind::Openai, b"not json"), None);
     }
 
     #[test]

@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::BrokerConfig;
+use crate::metrics::BrokerMetrics;
 use crate::relay::{GuestCall, Relay, refusal_response};
 use crate::store::Store;
 use crate::{Error, RUN_HEADER};
@@ -41,10 +42,10 @@ pub struct Broker {
 
 impl Broker {
     /// A broker for `config` over `store`.
-    pub fn new(config: BrokerConfig, store: Store) -> Result<Broker, Error> {
+    pub fn new(config: BrokerConfig, store: Store, metrics: BrokerMetrics) -> Result<Broker, Error> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let tls = mtls::server_config(&config.tls).map_err(Error::Tls)?;
-        Ok(Broker { relay: Arc::new(Relay::new(config, store)?), tls })
+        Ok(Broker { relay: Arc::new(Relay::new(config, store, metrics)?), tls })
     }
 
     /// The configuration.

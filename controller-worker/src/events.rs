@@ -16,6 +16,7 @@ use patchpilot_model::Event;
 use tokio_util::sync::CancellationToken;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
+use crate::metrics::ControllerMetrics;
 use crate::store::{Error, Store, Transition};
 
 /// Most rows published per round.
@@ -30,12 +31,14 @@ const SWEEP_EVERY: Duration = Duration::from_secs(5);
 pub struct StateEvents {
     store: Store,
     bus: Bus,
+    metrics: ControllerMetrics,
 }
 
 impl StateEvents {
-    /// A publisher of `store`'s transitions on `bus`.
-    pub fn new(store: Store, bus: Bus) -> Self {
-        StateEvents { store, bus }
+    /// A publisher of `store`'s transitions on `bus`, counting each in
+    /// `metrics` once announced.
+    pub fn new(store: Store, bus: Bus, metrics: ControllerMetrics) -> Self {
+        StateEvents { store, bus, metrics }
     }
 
     /// The event announcing one transition.
@@ -78,6 +81,7 @@ impl StateEvents {
             if !acked.is_empty() {
                 self.store.mark_transitions_published(&acked).await?;
                 published += acked.len();
+                pending.iter().take(acked.len()).for_each(|t| self.metrics.transition(t));
             }
             if let Some(Err(e)) = acks.iter().find(|ack| ack.is_err()) {
                 tracing::warn!(error = %patchpilot_fleet::error_chain(e), "state events not published; retrying later");
@@ -95,6 +99,12 @@ impl StateEvents {
         loop {
             if let Err(e) = self.publish_pending().await {
                 tracing::warn!(error = %patchpilot_fleet::error_chain(&e), "state events: reading the outbox failed");
+            }
+            match self.store.count_by_state().await {
+                Ok(counts) => self.metrics.set_remediations(&counts),
+                Err(e) => {
+                    tracing::debug!(error = %patchpilot_fleet::error_chain(&e), "remediation counts not read")
+                }
             }
             tokio::select! {
                 _ = shutdown.cancelled() => break,

@@ -40,6 +40,7 @@ pub mod config;
 pub mod events;
 pub mod executor;
 pub mod lifecycle;
+pub mod metrics;
 pub mod notify;
 pub mod publish;
 pub mod publisher;

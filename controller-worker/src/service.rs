@@ -27,6 +27,7 @@ use tracing::Instrument as _;
 use crate::config::{Config, ForgeKind};
 use crate::events::StateEvents;
 use crate::executor::Executor;
+use crate::metrics::ControllerMetrics;
 use crate::notify::Notifier;
 use crate::store::{JobOutcome, Store};
 use patchpilot_forge::Forge;
@@ -214,7 +215,8 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
     tracing::info!(owner, forge = forge.kind(), "controller starting");
     let executor =
         Executor::new(store.clone(), forge.clone(), bus.clone(), artifacts, notifiers, c.clone(), owner);
-    let state_events = StateEvents::new(store.clone(), bus.clone());
+    let metrics = fleet.metrics().register(ControllerMetrics::register);
+    let state_events = StateEvents::new(store.clone(), bus.clone(), metrics);
     let jobs = JobIntake::new(store.clone(), c.clone());
     let results = ResultIntake::new(store.clone());
     let job_spec = ConsumerSpec {

@@ -170,6 +170,9 @@ pub struct Transition {
     pub at: DateTime<Utc>,
     /// The remediation's pull request, once it has one.
     pub pr_url: Option<String>,
+    /// When the remediation entered the state it left: its previous state
+    /// change, or its creation.
+    pub entered_at: DateTime<Utc>,
 }
 
 /// The controllers' shared store.
@@ -196,13 +199,24 @@ impl Store {
     /// oldest first.
     pub async fn unpublished_transitions(&self, limit: i64) -> Result<Vec<Transition>, Error> {
         Ok(sqlx::query_as(
-            "SELECT t.id, t.remediation_id, t.revision, t.from_state, t.to_state, t.event, t.at, r.pr_url \
+            "SELECT t.id, t.remediation_id, t.revision, t.from_state, t.to_state, t.event, t.at, r.pr_url, \
+                    COALESCE((SELECT max(p.at) FROM controller_transitions p \
+                              WHERE p.remediation_id = t.remediation_id AND p.id < t.id \
+                                AND p.from_state <> p.to_state), \
+                             r.created_at, t.at) AS entered_at \
              FROM controller_transitions t LEFT JOIN controller_remediations r USING (remediation_id) \
              WHERE t.published_at IS NULL AND t.from_state <> t.to_state ORDER BY t.id LIMIT $1",
         )
         .bind(limit)
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// How many remediations are in each state.
+    pub async fn count_by_state(&self) -> Result<Vec<(RemediationState, i64)>, Error> {
+        Ok(sqlx::query_as("SELECT state, count(*) FROM controller_remediations GROUP BY state")
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     /// Marks state changes as announced.

@@ -112,6 +112,7 @@ pub struct FleetContext {
     bus: Bus,
     metrics: MetricsRegistry,
     consumer_metrics: ConsumerMetrics,
+    bus_health: bus::BusHealthMetrics,
     shutdown: CancellationToken,
 }
 
@@ -134,7 +135,8 @@ impl FleetContext {
         bus.ensure_topology().await.map_err(StartError::Bus)?;
         let metrics = MetricsRegistry::default();
         let consumer_metrics = metrics.register(ConsumerMetrics::register);
-        Ok(FleetContext { name: spec.name, pool, bus, metrics, consumer_metrics, shutdown })
+        let bus_health = metrics.register(bus::BusHealthMetrics::register);
+        Ok(FleetContext { name: spec.name, pool, bus, metrics, consumer_metrics, bus_health, shutdown })
     }
 
     /// The service's name.
@@ -184,8 +186,24 @@ impl FleetContext {
         options: ConsumeOptions,
         handler: &H,
     ) -> Result<(), bus::Error> {
-        bus::run_consumer(&self.bus, spec, options, handler, &self.consumer_metrics, self.shutdown.clone())
-            .await
+        // The health sampler lives as long as the loop: it stops with it,
+        // whether the loop ended by shutdown or by an error.
+        let sampling = self.shutdown.child_token();
+        let consuming = async {
+            let result = bus::run_consumer(
+                &self.bus,
+                spec,
+                options,
+                handler,
+                &self.consumer_metrics,
+                self.shutdown.clone(),
+            )
+            .await;
+            sampling.cancel();
+            result
+        };
+        let (result, ()) = tokio::join!(consuming, self.bus_health.watch(&self.bus, spec, sampling.clone()));
+        result
     }
 
     /// Flushes the bus and closes the pool.

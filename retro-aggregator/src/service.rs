@@ -6,6 +6,7 @@ use patchpilot_fleet::bus::{BatchHandler, ConsumeOptions, ConsumerSpec, Delivery
 use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
 use patchpilot_fleet::service::{FleetContext, ServiceSpec};
 use patchpilot_model::Retrospective;
+use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
@@ -63,12 +64,13 @@ impl Validate for RetroSection {
 #[derive(Debug, Clone)]
 pub struct Intake {
     pool: PgPool,
+    stored: Counter,
 }
 
 impl Intake {
-    /// An intake writing to `pool`.
-    pub fn new(pool: PgPool) -> Self {
-        Intake { pool }
+    /// An intake writing to `pool`, counting what it stores in `stored`.
+    pub fn new(pool: PgPool, stored: Counter) -> Self {
+        Intake { pool, stored }
     }
 }
 
@@ -95,7 +97,9 @@ impl BatchHandler for Intake {
         // One query to enrich the batch and one statement to store it; a
         // run stored before (a redelivery) is left as it is.
         let stored = match store::enrich(&self.pool, &mut records).await {
-            Ok(()) => store::insert(&self.pool, &records, "bus").await.map(|_| ()),
+            Ok(()) => store::insert(&self.pool, &records, "bus").await.map(|inserted| {
+                self.stored.inc_by(inserted);
+            }),
             Err(e) => Err(e),
         };
         if let Err(e) = stored {
@@ -117,7 +121,16 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), patchpilot_f
         durable: section.consumer.clone(),
         filter_subject: None,
     };
-    let intake = Intake::new(fleet.pool().clone());
+    let stored = fleet.metrics().register(|registry| {
+        let stored = Counter::default();
+        registry.register(
+            "pp_retros_stored",
+            "Retrospectives stored (a redelivered one is stored once)",
+            stored.clone(),
+        );
+        stored
+    });
+    let intake = Intake::new(fleet.pool().clone(), stored);
     tracing::info!(consumer = %section.consumer, "retro aggregator starting");
     fleet.consume(&spec, ConsumeOptions { batch_size: section.batch_size, concurrency: 1 }, &intake).await
 }

@@ -159,6 +159,9 @@ pub struct RunReport {
     pub reason: String,
     /// The command's exit code (-1 if it did not exit normally).
     pub exit_code: i32,
+    /// The guest hung: no progress for the hang timeout, or a kernel fault
+    /// on its console.
+    pub hung: bool,
     /// Result files on the host, by name (one of [`ARTIFACTS`]).
     pub artifacts: BTreeMap<String, PathBuf>,
     /// Egress denials.
@@ -429,9 +432,7 @@ impl Sandbox {
                 tokio::time::timeout_at(deadline, async {
                     tokio::select! {
                         done = self.drive(request, &vsock_path, started, observer, &mut timings, &mut progress) => done,
-                        line = watch_console(&console) => Err(format!(
-                            "the guest kernel reported a fault, so the run ended at once: {line}"
-                        )),
+                        line = watch_console(&console) => Err(format!("{CONSOLE_FAULT_REASON}: {line}")),
                     }
                 })
                 .await
@@ -487,10 +488,13 @@ impl Sandbox {
                 );
             }
         }
+        let hung =
+            outcome == RunOutcome::InfraError && (progress.hung || reason.starts_with(CONSOLE_FAULT_REASON));
         Ok(RunReport {
             outcome,
             reason,
             exit_code,
+            hung,
             artifacts: progress.artifacts,
             egress_denied,
             timings,
@@ -610,7 +614,10 @@ impl Sandbox {
                 next = events.next() => next,
                 () = tokio::time::sleep_until(liveness.deadline()) => {
                     match liveness.check(tokio::time::Instant::now()) {
-                        Some(hang) => return Err(hang.to_string()),
+                        Some(hang) => {
+                            progress.hung = true;
+                            return Err(hang.to_string());
+                        }
                         None => continue,
                     }
                 }
@@ -717,7 +724,12 @@ impl Sandbox {
 struct Progress {
     step: &'static str,
     artifacts: BTreeMap<String, PathBuf>,
+    /// The guest stopped making progress or its kernel reported a fault.
+    hung: bool,
 }
+
+/// The start of the reason of a run ended by a fault on the guest's console.
+const CONSOLE_FAULT_REASON: &str = "the guest kernel reported a fault, so the run ended at once";
 
 /// Releases a run's host resources whatever path `execute` took.
 struct RunCleanup {

@@ -12,6 +12,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
@@ -25,6 +26,7 @@ use patchpilot_model::{Event, ScanRequest, SubmittedAssessment, Wire as _};
 use patchpilot_registry::Registry;
 use patchpilot_registry::oci::PlatformChoice;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use sha2::Digest as _;
 
 use crate::config::Config;
@@ -32,6 +34,9 @@ use crate::db::AdvisoryDb;
 use crate::discovery;
 use crate::image;
 use crate::scan::{Scanner, scan_image};
+
+/// How often the service reads the advisory DB's age for its gauge.
+const DB_AGE_EVERY: Duration = Duration::from_secs(60);
 
 /// Scan-result cache bucket.
 pub const SCAN_CACHE_BUCKET: &str = "PP_SCAN_CACHE";
@@ -320,8 +325,44 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
         );
         (scans, cache_hits)
     });
+    let db_age = fleet.metrics().register(|metrics| {
+        let age = Gauge::<f64, AtomicU64>::default();
+        let limit = Gauge::<f64, AtomicU64>::default();
+        metrics.register(
+            "pp_scanner_advisory_db_age_seconds",
+            "Time since the advisory DB was last imported (absent while it is empty)",
+            age.clone(),
+        );
+        metrics.register(
+            "pp_scanner_advisory_db_max_age_seconds",
+            "The age scanner.max_db_age_hours allows",
+            limit.clone(),
+        );
+        limit.set(section.max_db_age_hours as f64 * 3600.0);
+        age
+    });
     let platform = section.platform();
     let shutdown = fleet.shutdown().clone();
+    let db_age_task = tokio::spawn({
+        let (db_dir, shutdown) = (db_dir.clone(), shutdown.clone());
+        async move {
+            loop {
+                // Another process imports; this one only reads its age.
+                match AdvisoryDb::open(&db_dir).and_then(|db| db.status()) {
+                    Ok(status) => {
+                        if let Some(age) = status.age {
+                            db_age.set(age.num_milliseconds() as f64 / 1000.0);
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "advisory DB age not read"),
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(DB_AGE_EVERY) => {}
+                }
+            }
+        }
+    });
     let discovery_task = section.discovery.enabled.then(|| {
         let (bus, registry, targets, platform, shutdown) = (
             bus.clone(),
@@ -367,5 +408,6 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
     if let Some(task) = discovery_task {
         let _ = task.await;
     }
+    let _ = db_age_task.await;
     result.map_err(Error::from)
 }

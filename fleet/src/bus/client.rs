@@ -10,7 +10,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use patchpilot_model::Wire;
 
 use super::dead_letter::{self, DeadLetter};
-use super::topology::{StreamName, Topic};
+use super::topology::{StreamName, Topic, subjects};
 use super::trace;
 use crate::config::{BusConfig, NatsConfig};
 
@@ -279,6 +279,41 @@ impl Bus {
                 redelivered: i.num_redelivered as u64,
             })
             .collect())
+    }
+
+    /// Pending and in-flight counts of one consumer.
+    pub async fn consumer_state(&self, stream: StreamName, durable: &str) -> Result<ConsumerState, Error> {
+        let what = || format!("consumer {durable} of {}", stream.as_str());
+        let s = self
+            .jetstream
+            .get_stream_no_info(stream.as_str())
+            .await
+            .map_err(|e| Error::Read { what: what(), source: Box::new(e) })?;
+        let info =
+            s.consumer_info(durable).await.map_err(|e| Error::Read { what: what(), source: Box::new(e) })?;
+        Ok(ConsumerState {
+            name: info.name,
+            pending: info.num_pending,
+            in_flight: info.num_ack_pending as u64,
+            redelivered: info.num_redelivered as u64,
+        })
+    }
+
+    /// How many dead letters `DEAD_LETTERS` holds for `stream`.
+    pub async fn dead_letter_count(&self, stream: StreamName) -> Result<u64, Error> {
+        use futures::TryStreamExt;
+        let subject = subjects::dead_letter(stream.as_str());
+        let mut info = self.dead_letter_stream().await?.info_with_subjects(&subject).await.map_err(|e| {
+            Error::Read { what: format!("dead letters of {}", stream.as_str()), source: Box::new(e) }
+        })?;
+        let mut count = 0;
+        while let Some((_, messages)) = info.try_next().await.map_err(|e| Error::Read {
+            what: format!("dead letters of {}", stream.as_str()),
+            source: Box::new(e),
+        })? {
+            count += messages as u64;
+        }
+        Ok(count)
     }
 
     /// Lists up to `limit` dead letters, oldest first.

@@ -4,6 +4,7 @@
 mod client;
 mod consumer;
 pub mod dead_letter;
+mod health;
 mod topology;
 pub mod trace;
 
@@ -12,4 +13,5 @@ pub use consumer::{
     BatchHandler, ConsumeOptions, ConsumerMetrics, ConsumerSpec, Delivery, HandlerError, run_consumer,
 };
 pub use dead_letter::DeadLetter;
+pub use health::BusHealthMetrics;
 pub use topology::{StreamName, Topic, subjects, topics};

@@ -110,8 +110,10 @@ pub struct Metrics {
     runs: Family<OutcomeLabel, Counter>,
     run_seconds: Histogram,
     receipt_to_vm_start: Histogram,
+    boot_to_agent: Histogram,
     in_flight: Gauge,
     takeovers: Counter,
+    hung: Counter,
     republished: Counter,
     invalid: Counter,
 }
@@ -123,8 +125,10 @@ impl Metrics {
             runs: Family::default(),
             run_seconds: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
             receipt_to_vm_start: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+            boot_to_agent: Histogram::new(exponential_buckets(0.05, 2.0, 14)),
             in_flight: Gauge::default(),
             takeovers: Counter::default(),
+            hung: Counter::default(),
             republished: Counter::default(),
             invalid: Counter::default(),
         };
@@ -136,6 +140,11 @@ impl Metrics {
             m.receipt_to_vm_start.clone(),
         );
         registry.register(
+            "pp_sandbox_boot_to_agent_seconds",
+            "From the VMM process running to the guest agent answering (the guest's boot)",
+            m.boot_to_agent.clone(),
+        );
+        registry.register(
             "pp_sandbox_runs_in_flight",
             "Runs in progress on this worker",
             m.in_flight.clone(),
@@ -144,6 +153,11 @@ impl Metrics {
             "pp_sandbox_takeovers",
             "Runs taken over from a worker that crashed or stopped settling them",
             m.takeovers.clone(),
+        );
+        registry.register(
+            "pp_sandbox_hung_runs",
+            "Runs ended because the guest stopped making progress or its kernel reported a fault",
+            m.hung.clone(),
         );
         registry.register(
             "pp_sandbox_republished",
@@ -543,6 +557,12 @@ impl Worker {
             let key = format!("runs/{}/{name}", job.run_id);
             self.artifacts.put_file(&key, path).await.map_err(|e| Failure::Retryable(error_chain(&e)))?;
             objects.insert(name.clone(), key);
+        }
+        if report.hung {
+            self.metrics.hung.inc();
+        }
+        if !report.timings.boot_to_agent.is_zero() {
+            self.metrics.boot_to_agent.observe(report.timings.boot_to_agent.as_secs_f64());
         }
         tracing::debug!(
             to_vm_start_ms = report.timings.to_vm_start.as_millis() as u64,

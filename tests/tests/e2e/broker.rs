@@ -306,7 +306,7 @@ pub async fn guest(
     guest_raw(socket, &raw).await
 }
 
-const CONNECTIONS: &str = r#"
+pub(crate) const CONNECTIONS: &str = r#"
 [broker.connections.model]
 kind = "openai"
 base_url = "http://{upstream}/v1"

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The scripted agent. `scenario` (a file of the repository) says which
 /// part it plays; `.patchpilot/ci-failure.md` marks a repair run.
-const AGENT: &str = r##"set -e
+pub(crate) const AGENT: &str = r##"set -e
 mode=$(cat scenario)
 if [ -f .patchpilot/ci-failure.md ]; then
   grep -q untrusted-ci-log .patchpilot/ci-failure.md
@@ -54,7 +54,7 @@ fi
 
 /// The repositories' CI: lint fails while `lint.conf` lags the base; the
 /// `infra` repository's first attempt loses its network.
-const CI: &str = r#"mode=$(cat scenario)
+pub(crate) const CI: &str = r#"mode=$(cat scenario)
 if [ "$mode" = infra ] && [ "$PP_CI_ATTEMPT" = 1 ]; then
   echo "Step 2/5 : RUN apk add curl"; echo "dial tcp 10.0.0.1:443: i/o timeout"; exit 1
 fi
@@ -94,7 +94,7 @@ impl Loop {
     /// One repository per scenario for the scripted agent, and the
     /// controller keys that run it.
     #[allow(clippy::type_complexity)]
-    fn scripted(repos: &[&str]) -> (Vec<(String, Vec<(&'static str, String)>)>, String) {
+    pub(crate) fn scripted(repos: &[&str]) -> (Vec<(String, Vec<(&'static str, String)>)>, String) {
         let seeds: Vec<(String, Vec<(&str, String)>)> = repos
             .iter()
             .map(|name| {
@@ -180,6 +180,11 @@ kind = "stdout"
         Ok(Loop { stack, forge, root, ci_stop, ci, worker, config })
     }
 
+    /// The sandbox worker, when the loop has one.
+    pub(crate) fn worker(&self) -> Option<&Service> {
+        self.worker.as_ref()
+    }
+
     pub(crate) fn spawn_controller(&self, n: usize) -> anyhow::Result<Service> {
         self.spawn_controller_with(n, &[])
     }
@@ -226,7 +231,7 @@ kind = "stdout"
     /// The planner's row for `job`, as the planner writes it when an
     /// assessment creates the remediation (these tests hand jobs to the
     /// controller directly).
-    async fn planner_row(&self, job: &RemediationJob) -> anyhow::Result<()> {
+    pub(crate) async fn planner_row(&self, job: &RemediationJob) -> anyhow::Result<()> {
         sqlx::query(
             "INSERT INTO remediations (id, repo_url, dockerfile, branch, build_context, finding_set_digest, findings, images) \
              VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]')",
@@ -268,7 +273,7 @@ kind = "stdout"
         .await?)
     }
 
-    async fn wait_terminal(
+    pub(crate) async fn wait_terminal(
         &self,
         ids: &[String],
         timeout: Duration,
@@ -386,7 +391,7 @@ pub(crate) fn git_dir(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn job(name: &str) -> RemediationJob {
+pub(crate) fn job(name: &str) -> RemediationJob {
     job_with(name, vec![apk_finding("libbase", "1.0-r0", "1.1-r0", "")])
 }
 

@@ -10,6 +10,7 @@ mod artifacts;
 mod broker;
 mod bus;
 mod controller;
+mod dashboards;
 mod dead_letters;
 mod durability;
 mod evals;
