@@ -1,5 +1,5 @@
 //! The binary-format catalogers (Go build info, cargo-auditable, rpm's
-//! SQLite database) against files made by the real tools at test time: a Go
+//! databases) against files made by the real tools at test time: a Go
 //! toolchain, gcc and objcopy, cargo-auditable, rpmbuild and rpm. Each test
 //! that needs a tool it cannot find says which and returns early; the
 //! Debian packages that provide them are `golang-go`, `gcc`, `binutils`,
@@ -8,6 +8,10 @@
 //! (`go version -m`, `rpm -qa`, the section as objcopy dumps it) wherever
 //! they have one. Everything is built in temporary directories; how the
 //! fixtures are made is recorded in `tests/fixtures/binary/SOURCES.md`.
+//! The rpm databases in their older formats (BerkeleyDB, NDB), which
+//! Debian's rpm cannot write, are committed instead, with the script that
+//! made them and `rpm -qa`'s listing of each
+//! (`tests/fixtures/catalog/rpm/README.md`).
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -17,7 +21,7 @@ use std::process::{Command, Output};
 use patchpilot_scanner::catalog::Cataloger;
 use patchpilot_scanner::catalog::cargo_auditable::CargoAuditableCataloger;
 use patchpilot_scanner::catalog::gobinary::{GoBinaryCataloger, read_build_info};
-use patchpilot_scanner::catalog::rpm::{RpmCataloger, parse_header};
+use patchpilot_scanner::catalog::rpm::{self, RpmCataloger, parse_header};
 use patchpilot_scanner::package::{Package, PackageKind};
 
 /// The program `name` on `PATH`, if there is one.
@@ -585,4 +589,264 @@ fn rpmdb_written_by_rpm_matches_rpm_query() {
         assert_eq!(package.ecosystem, "");
         assert_eq!(package.path, "var/lib/rpm/rpmdb.sqlite");
     }
+}
+
+// ------------------------------------------- rpm: the committed databases ----
+//
+// `tests/fixtures/catalog/rpm/`: the same packages in each rpm database
+// format, written by rpm 4.18 (SQLite), db5.3_load (BerkeleyDB, the SQLite
+// database's header blobs) and rpm 4.16 (NDB); `generate.sh` there makes
+// them, and `expected/` holds what `rpm -qa` lists for each.
+
+/// One committed database: fixture folder, its path in the image, the
+/// `rpm -qa` output recorded for it.
+const RPM_DATABASES: [(&str, &str, &str); 4] = [
+    ("sqlite", "var/lib/rpm/rpmdb.sqlite", "sqlite.txt"),
+    ("bdb-le", "var/lib/rpm/Packages", "bdb-le.txt"),
+    ("bdb-be", "var/lib/rpm/Packages", "bdb-be.txt"),
+    ("ndb", "usr/lib/sysimage/rpm/Packages.db", "ndb.txt"),
+];
+
+fn rpm_fixture(relative: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/catalog/rpm").join(relative);
+    std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// Every header blob of a committed database, read by its backend's reader.
+fn rpm_header_blobs(folder: &str, path: &str) -> Vec<Vec<u8>> {
+    let data = rpm_fixture(&format!("{folder}/{path}"));
+    match rpm::backend(path).expect("an rpm database path") {
+        rpm::Backend::Sqlite => {
+            rpm::sqlite::read_headers(&data).expect("sqlite").into_iter().map(|(_, b)| b).collect()
+        }
+        rpm::Backend::BerkeleyDb => {
+            rpm::bdb::read_headers(&data).expect("bdb").into_iter().map(|(_, b)| b).collect()
+        }
+        rpm::Backend::Ndb => {
+            rpm::ndb::read_headers(&data).expect("ndb").into_iter().map(|(_, b)| b).collect()
+        }
+    }
+}
+
+/// A header as `rpm -qa --qf '%{NAME} %{EPOCH} %{VERSION} %{RELEASE}
+/// %{ARCH} %{SOURCERPM}\n'` prints it.
+fn rpm_query_line(header: &rpm::RpmHeader) -> String {
+    let none = || "(none)".to_owned();
+    format!(
+        "{} {} {} {} {} {}",
+        header.name,
+        header.epoch.map_or_else(none, |epoch| epoch.to_string()),
+        header.version,
+        header.release,
+        header.arch.clone().unwrap_or_else(none),
+        header.source_rpm.clone().unwrap_or_else(none),
+    )
+}
+
+/// Name, full version, source name and source version as rpm's query says
+/// they are, by the cataloger's conventions (epoch 0 or none left out,
+/// source fields only when they differ, `gpg-pubkey` skipped).
+fn expected_packages(query: &str) -> BTreeSet<(String, String, Option<String>, Option<String>)> {
+    let mut expected = BTreeSet::new();
+    for line in query.lines().filter(|line| !line.starts_with("gpg-pubkey ")) {
+        let [name, epoch, version, release, _arch, source_rpm] = line.split(' ').collect::<Vec<_>>()[..]
+        else {
+            panic!("unexpected query line {line:?}");
+        };
+        let epoch = (epoch != "(none)" && epoch != "0").then_some(epoch);
+        let with_epoch = |evr: String| match epoch {
+            Some(epoch) => format!("{epoch}:{evr}"),
+            None => evr,
+        };
+        let full = with_epoch(format!("{version}-{release}"));
+        let stem = source_rpm.strip_suffix(".src.rpm").expect("source package file name");
+        let mut parts = stem.rsplitn(3, '-');
+        let (source_release, source_version, source_name) =
+            (parts.next().expect("release"), parts.next().expect("version"), parts.next().expect("name"));
+        let source_full = with_epoch(format!("{source_version}-{source_release}"));
+        expected.insert((
+            name.to_owned(),
+            full.clone(),
+            (source_name != name).then(|| source_name.to_owned()),
+            (source_full != full).then_some(source_full),
+        ));
+    }
+    expected
+}
+
+#[test]
+fn committed_rpm_databases_in_every_format_match_rpm_query() {
+    let mut package_sets = Vec::new();
+    for (folder, path, expected_file) in RPM_DATABASES {
+        let query = String::from_utf8(rpm_fixture(&format!("expected/{expected_file}"))).expect("UTF-8");
+
+        // Every header, gpg-pubkey included, field for field as rpm -qa.
+        let mut lines: Vec<String> = rpm_header_blobs(folder, path)
+            .iter()
+            .map(|blob| rpm_query_line(&parse_header(blob).expect("a valid header")))
+            .collect();
+        lines.sort();
+        assert_eq!(lines, query.lines().collect::<Vec<_>>(), "{folder}");
+
+        // And the packages the cataloger reports from the file.
+        assert!(RpmCataloger.wants(path, false), "{path}");
+        let packages =
+            RpmCataloger.parse(path, &rpm_fixture(&format!("{folder}/{path}"))).expect("readable database");
+        let found: BTreeSet<_> = packages
+            .iter()
+            .map(|p| (p.name.clone(), p.version.clone(), p.source_name.clone(), p.source_version.clone()))
+            .collect();
+        assert_eq!(found, expected_packages(&query), "{folder}: rpm -qa says:\n{query}");
+        assert_eq!(packages.len(), 5, "{folder}");
+        for package in &packages {
+            assert_eq!(package.kind, PackageKind::Rpm);
+            assert_eq!(package.path, path);
+        }
+        package_sets.push((folder, found));
+    }
+    // The same packages whatever the format.
+    for (folder, found) in &package_sets[1..] {
+        assert_eq!(found, &package_sets[0].1, "{folder} against sqlite");
+    }
+    let pp_tool_libs = package_sets[0].1.iter().find(|p| p.0 == "pp-tool-libs").expect("pp-tool-libs");
+    assert_eq!(pp_tool_libs, &("pp-tool-libs".into(), "3:1.2.3-4.test".into(), Some("pp-tool".into()), None));
+    let pp_zero = package_sets[0].1.iter().find(|p| p.0 == "pp-zero").expect("pp-zero");
+    assert_eq!(pp_zero.1, "2.0.1-2.el8_4", "epoch 0 is left out");
+}
+
+/// The recorded `rpm -qa` output is what this machine's rpm (4.16 or later:
+/// SQLite and read-only BerkeleyDB; NDB only where rpm was built with it)
+/// lists now.
+#[test]
+fn committed_rpm_query_output_is_what_rpm_lists() {
+    let Some(rpm) = on_path("rpm") else {
+        eprintln!("skipping: needs `rpm` on PATH (Debian package rpm)");
+        return;
+    };
+    for (folder, path, expected_file) in RPM_DATABASES {
+        let backend = match rpm::backend(path).expect("an rpm database path") {
+            rpm::Backend::Sqlite => "sqlite",
+            rpm::Backend::BerkeleyDb => "bdb_ro",
+            rpm::Backend::Ndb => continue,
+        };
+        // rpm writes lock and WAL files beside the database: work on a copy.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file_name = Path::new(path).file_name().expect("file name");
+        write(&dir.path().join(file_name), rpm_fixture(&format!("{folder}/{path}")));
+        let output = run(Command::new(&rpm)
+            .arg("--define")
+            .arg(format!("_db_backend {backend}"))
+            .arg("--dbpath")
+            .arg(dir.path())
+            .args(["-qa", "--qf", "%{NAME} %{EPOCH} %{VERSION} %{RELEASE} %{ARCH} %{SOURCERPM}\\n"]));
+        let mut listed: Vec<String> =
+            String::from_utf8(output.stdout).expect("UTF-8").lines().map(str::to_owned).collect();
+        listed.sort();
+        let expected = String::from_utf8(rpm_fixture(&format!("expected/{expected_file}"))).expect("UTF-8");
+        assert_eq!(listed, expected.lines().collect::<Vec<_>>(), "{folder}");
+    }
+}
+
+#[test]
+fn committed_rpm_databases_hold_what_the_fixture_readme_says() {
+    // The BerkeleyDB files store the SQLite database's blobs byte for byte,
+    // under the same instance numbers, with the gap the erased package left.
+    let sqlite = rpm::sqlite::read_headers(&rpm_fixture("sqlite/var/lib/rpm/rpmdb.sqlite")).expect("sqlite");
+    for folder in ["bdb-le", "bdb-be"] {
+        let bdb =
+            rpm::bdb::read_headers(&rpm_fixture(&format!("{folder}/var/lib/rpm/Packages"))).expect("bdb");
+        let bdb: Vec<(i64, Vec<u8>)> = bdb.into_iter().map(|(n, blob)| (i64::from(n), blob)).collect();
+        assert_eq!(bdb, sqlite, "{folder}");
+    }
+    let numbers: Vec<i64> = sqlite.iter().map(|(n, _)| *n).collect();
+    assert_eq!(numbers, [1, 2, 3, 4, 6, 7]);
+    // pp-big's header needs several overflow pages even at 4096 bytes.
+    assert!(sqlite.iter().any(|(_, blob)| blob.len() > 3 * 4096), "a header larger than three pages");
+    // NDB: package 5 was erased, leaving a free slot.
+    let ndb = rpm::ndb::read_headers(&rpm_fixture("ndb/usr/lib/sysimage/rpm/Packages.db")).expect("ndb");
+    assert_eq!(ndb.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1, 2, 3, 4, 6]);
+}
+
+#[test]
+fn damaged_committed_rpm_databases_are_errors_not_panics() {
+    for (folder, path, _) in RPM_DATABASES {
+        let good = rpm_fixture(&format!("{folder}/{path}"));
+        // Cut short anywhere on a 512-byte boundary, and one byte short.
+        for len in (0..good.len()).step_by(512).chain([good.len() - 1]) {
+            let result = RpmCataloger.parse(path, &good[..len]);
+            if folder != "sqlite" {
+                // (SQLite itself may still read a file cut in its free pages.)
+                let error = result.expect_err("a truncated database");
+                assert_eq!(error.path, path);
+            }
+        }
+        if folder == "sqlite" {
+            continue;
+        }
+        // Bytes flipped in turn where page headers, item offsets, slots and
+        // short items sit in these files: the first and last 32 bytes of
+        // every 512 (every byte would take half a minute in a debug build;
+        // the unit tests flip every byte of smaller files).
+        for at in (0..good.len()).filter(|at| !(32..480).contains(&(at % 512))) {
+            let mut damaged = good.clone();
+            damaged[at] ^= 0xff;
+            let _ = RpmCataloger.parse(path, &damaged);
+        }
+    }
+    // The BerkeleyDB reader names the file and what is wrong.
+    let mut bdb = rpm_fixture("bdb-le/var/lib/rpm/Packages");
+    bdb[12] ^= 0xff;
+    let error = RpmCataloger.parse("var/lib/rpm/Packages", &bdb).expect_err("no magic");
+    assert_eq!(
+        error.to_string(),
+        "rpm: var/lib/rpm/Packages: BerkeleyDB metadata: no BerkeleyDB hash magic (0x061561) at byte 12"
+    );
+    // An NDB file at a BerkeleyDB path, and the other way round.
+    let ndb = rpm_fixture("ndb/usr/lib/sysimage/rpm/Packages.db");
+    assert!(RpmCataloger.parse("var/lib/rpm/Packages", &ndb).is_err());
+    let bdb = rpm_fixture("bdb-le/var/lib/rpm/Packages");
+    let error = RpmCataloger.parse("var/lib/rpm/Packages.db", &bdb).expect_err("not NDB");
+    assert!(error.reason.contains("no `RpmP` magic"), "{error}");
+}
+
+/// A whole-root scan finds the older formats where the distributions keep
+/// them: RHEL 8's `var/lib/rpm/Packages`, and SUSE's
+/// `usr/lib/sysimage/rpm/Packages.db` behind a `var/lib/rpm` symlink.
+#[test]
+fn rootfs_scans_find_berkeleydb_and_ndb_databases() {
+    let os_release = |name: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/catalog/os_release").join(name);
+        std::fs::read(path.join("etc/os-release")).expect("os-release fixture")
+    };
+    let scanner = patchpilot_scanner::scan::Scanner::new(Default::default());
+
+    let rhel = tempfile::tempdir().expect("tempdir");
+    write(&rhel.path().join("etc/os-release"), os_release("trivy-rhel"));
+    write(&rhel.path().join("var/lib/rpm/Packages"), rpm_fixture("bdb-le/var/lib/rpm/Packages"));
+    let (_, catalog) = scanner.catalog_rootfs(rhel.path()).expect("scan");
+    assert!(catalog.warnings.is_empty(), "{:?}", catalog.warnings);
+    let rpms: Vec<&Package> = catalog.packages.iter().filter(|p| p.kind == PackageKind::Rpm).collect();
+    assert_eq!(rpms.len(), 5);
+    assert!(
+        rpms.iter().all(|p| p.path == "var/lib/rpm/Packages" && p.ecosystem.starts_with("Red Hat")),
+        "{rpms:?}"
+    );
+
+    let suse = tempfile::tempdir().expect("tempdir");
+    write(&suse.path().join("etc/os-release"), os_release("trivy-sles"));
+    write(
+        &suse.path().join("usr/lib/sysimage/rpm/Packages.db"),
+        rpm_fixture("ndb/usr/lib/sysimage/rpm/Packages.db"),
+    );
+    std::fs::create_dir_all(suse.path().join("var/lib")).expect("var/lib");
+    std::os::unix::fs::symlink("../../usr/lib/sysimage/rpm", suse.path().join("var/lib/rpm"))
+        .expect("symlink");
+    let (_, catalog) = scanner.catalog_rootfs(suse.path()).expect("scan");
+    assert!(catalog.warnings.is_empty(), "{:?}", catalog.warnings);
+    let rpms: Vec<&Package> = catalog.packages.iter().filter(|p| p.kind == PackageKind::Rpm).collect();
+    assert_eq!(rpms.len(), 5, "{rpms:?}");
+    assert!(
+        rpms.iter().all(|p| p.path == "usr/lib/sysimage/rpm/Packages.db" && p.ecosystem.starts_with("SUSE")),
+        "{rpms:?}"
+    );
 }
