@@ -1,18 +1,19 @@
 //! `patchpilot scan`: scan one image and print a report.
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use patchpilot_model::Severity;
+use patchpilot_model::{Finding, Severity};
 use patchpilot_planner::vex::VexIndex;
 use patchpilot_registry::Registry;
 use patchpilot_registry::oci::PlatformChoice;
 use patchpilot_scanner::db::AdvisoryDb;
 use patchpilot_scanner::ignore::IgnoreFile;
 use patchpilot_scanner::image;
-use patchpilot_scanner::report::{self, Format};
+use patchpilot_scanner::report::{self, Analysis, Format, Sbom};
 use patchpilot_scanner::scan::Scanner;
 use patchpilot_scanner::{matching, service};
 
@@ -33,7 +34,7 @@ pub struct Args {
     /// A root filesystem directory.
     #[arg(long)]
     rootfs: Option<PathBuf>,
-    /// Output: table, json (PatchPilot assessment), sarif, cyclonedx.
+    /// Output: table, json (PatchPilot assessment), sarif, cyclonedx (1.6), spdx-json (2.3).
     #[arg(long, default_value = "table", value_parser = parse_format)]
     format: Format,
     /// Write the report here instead of standard output.
@@ -60,6 +61,10 @@ pub struct Args {
     /// OpenVEX document (or folder of them); findings it marks not_affected or fixed are left out. Repeatable.
     #[arg(long)]
     vex: Vec<PathBuf>,
+    /// Keep findings the ignore file or VEX leaves out in the report, with the decision as their
+    /// CycloneDX `analysis` (cyclonedx only); they still do not count for --exit-code or --fail-on.
+    #[arg(long)]
+    show_suppressed: bool,
     /// Exit with this status when any finding remains after the filters (an error exits 1; pick another).
     #[arg(long, default_value_t = 0)]
     exit_code: u8,
@@ -109,6 +114,11 @@ fn parse_format(s: &str) -> Result<Format, String> {
 /// Runs the command.
 pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
     let section = &config.scanner;
+    if args.show_suppressed && args.format != Format::CycloneDx {
+        // Only CycloneDX has a place for the decision (`analysis`); in the
+        // other formats a suppressed finding would read as an open one.
+        anyhow::bail!("--show-suppressed needs --format cyclonedx: no other format can carry the decision");
+    }
     // Read before the scan: a bad ignore file or VEX document fails fast.
     let ignores = ignore_file(args.ignorefile.as_deref())?;
     let vex = VexIndex::load(&args.vex)?;
@@ -154,20 +164,48 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
     let today = chrono::Utc::now().date_naive();
     let mut hidden = Hidden::default();
     let digest = assessment.digest.to_string();
-    assessment.findings.retain(|finding| {
+    // A decision on a finding, as CycloneDX writes it: VEX statements on
+    // findings that stay (affected, under investigation) annotate them; the
+    // ignore file's and VEX's suppressions are kept only with
+    // --show-suppressed, which the default output never was.
+    let mut kept_analyses: Vec<Option<Analysis>> = Vec::new();
+    let mut suppressed: Vec<(Finding, Analysis)> = Vec::new();
+    let findings = std::mem::take(&mut assessment.findings);
+    for finding in findings {
+        let verdict = vex.verdict(&assessment.image, &digest, &finding);
+        let vex_analysis = verdict.as_ref().and_then(|v| {
+            Analysis::from_openvex(
+                v.status.as_str(),
+                v.justification.as_deref(),
+                v.impact_statement.as_deref(),
+                v.action_statement.as_deref(),
+                &v.source.display().to_string(),
+            )
+        });
         if !args.severity.is_empty() && !args.severity.contains(&finding.severity) {
             hidden.severity += 1;
         } else if args.ignore_unfixed && finding.fixed_versions.is_empty() {
             hidden.unfixed += 1;
-        } else if ignores.as_ref().is_some_and(|file| file.rule_for(finding, today).is_some()) {
+        } else if let Some((file, rule)) =
+            ignores.as_ref().and_then(|file| file.rule_for(&finding, today).map(|rule| (file, rule)))
+        {
             hidden.ignored += 1;
-        } else if vex.verdict(&assessment.image, &digest, finding).is_some_and(|v| v.status.suppresses()) {
+            if args.show_suppressed {
+                let analysis = Analysis::from_ignore_rule(&file.path.display().to_string(), rule);
+                suppressed.push((finding, analysis));
+            }
+        } else if verdict.as_ref().is_some_and(|v| v.status.suppresses()) {
             hidden.vex += 1;
+            if args.show_suppressed
+                && let Some(analysis) = vex_analysis
+            {
+                suppressed.push((finding, analysis));
+            }
         } else {
-            return true;
+            assessment.findings.push(finding);
+            kept_analyses.push(vex_analysis);
         }
-        false
-    });
+    }
     if !args.quiet {
         if let Some(file) = &ignores {
             for rule in file.expired(today) {
@@ -191,6 +229,12 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
             let total = hidden.severity + hidden.unfixed + hidden.ignored + hidden.vex;
             eprintln!("{total} finding(s) left out: {}", parts.join(", "));
         }
+        if !suppressed.is_empty() {
+            eprintln!(
+                "{} suppressed finding(s) kept in the report with their analysis (--show-suppressed)",
+                suppressed.len()
+            );
+        }
     }
     let text = match args.format {
         Format::Table => report::table(&assessment, &catalog),
@@ -201,11 +245,28 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         }
         Format::Sarif => serde_json::to_string_pretty(&report::sarif(&assessment))? + "\n",
         Format::CycloneDx => {
+            // The BOM lists the remaining findings, then (with
+            // --show-suppressed) the suppressed ones; analyses go by index.
+            let mut described = assessment.clone();
+            let mut analyses: BTreeMap<usize, Analysis> = kept_analyses
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, analysis)| analysis.map(|a| (i, a)))
+                .collect();
+            for (finding, analysis) in suppressed {
+                analyses.insert(described.findings.len(), analysis);
+                described.findings.push(finding);
+            }
+            let sbom = Sbom { assessment: &described, image: &image, packages: &catalog.packages };
             serde_json::to_string_pretty(&report::cyclonedx(
-                &assessment,
-                &catalog.packages,
+                &sbom,
+                &analyses,
                 &uuid::Uuid::new_v4().to_string(),
             ))? + "\n"
+        }
+        Format::SpdxJson => {
+            let sbom = Sbom { assessment: &assessment, image: &image, packages: &catalog.packages };
+            serde_json::to_string_pretty(&report::spdx(&sbom, &uuid::Uuid::new_v4().to_string()))? + "\n"
         }
     };
     match &args.output {

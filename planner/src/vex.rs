@@ -58,6 +58,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// The status as OpenVEX writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::NotAffected => "not_affected",
+            Status::Affected => "affected",
+            Status::Fixed => "fixed",
+            Status::UnderInvestigation => "under_investigation",
+        }
+    }
+
     /// Whether the statement suppresses findings.
     pub fn suppresses(self) -> bool {
         matches!(self, Status::NotAffected | Status::Fixed)
@@ -109,6 +119,12 @@ struct RawStatement {
     status: Status,
     #[serde(default)]
     timestamp: Option<DateTime<FixedOffset>>,
+    #[serde(default)]
+    justification: Option<String>,
+    #[serde(default)]
+    impact_statement: Option<String>,
+    #[serde(default)]
+    action_statement: Option<String>,
 }
 
 /// A package URL, parsed far enough to compare.
@@ -223,6 +239,9 @@ struct Statement {
     status: Status,
     at: Option<DateTime<FixedOffset>>,
     source: PathBuf,
+    justification: Option<String>,
+    impact_statement: Option<String>,
+    action_statement: Option<String>,
 }
 
 /// Loaded statements, indexed by vulnerability id (uppercase).
@@ -239,6 +258,13 @@ pub struct VexVerdict {
     pub status: Status,
     /// The document it came from.
     pub source: PathBuf,
+    /// The statement's `justification` (OpenVEX's vocabulary, as written),
+    /// when it gives one.
+    pub justification: Option<String>,
+    /// Its `impact_statement`: why the product is not affected.
+    pub impact_statement: Option<String>,
+    /// Its `action_statement`: what to do about an affected product.
+    pub action_statement: Option<String>,
 }
 
 impl VexIndex {
@@ -329,6 +355,9 @@ impl VexIndex {
                 status: raw.status,
                 at: raw.timestamp.or(doc.timestamp),
                 source: path.to_owned(),
+                justification: raw.justification,
+                impact_statement: raw.impact_statement,
+                action_statement: raw.action_statement,
             };
             for id in ids {
                 self.by_vulnerability.entry(id.to_ascii_uppercase()).or_default().push(statement.clone());
@@ -358,7 +387,13 @@ impl VexIndex {
                 }
             }
         }
-        best.map(|s| VexVerdict { status: s.status, source: s.source.clone() })
+        best.map(|s| VexVerdict {
+            status: s.status,
+            source: s.source.clone(),
+            justification: s.justification.clone(),
+            impact_statement: s.impact_statement.clone(),
+            action_statement: s.action_statement.clone(),
+        })
     }
 }
 
@@ -491,6 +526,12 @@ mod tests {
         let f = finding("CVE-2023-42363", "busybox", "apk", "pkg:apk/alpine/busybox@1.36.1-r15?arch=x86_64");
         let v = index.verdict("ghcr.io/aquasecurity/trivy:0.50.1", "sha256:00", &f).expect("applies");
         assert_eq!(v.status, Status::NotAffected);
+        assert_eq!(v.status.as_str(), "not_affected");
+        assert_eq!(
+            (v.justification.as_deref(), v.impact_statement.as_deref()),
+            (Some("vulnerable_code_cannot_be_controlled_by_adversary"), Some("awk is not used")),
+            "the statement's reasons travel with the verdict"
+        );
         // index.docker.io and a short Docker Hub name are the same repository.
         assert!(index.verdict("aquasec/trivy:0.50.1", "sha256:00", &f).is_some());
         // Another image: not covered.

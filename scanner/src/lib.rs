@@ -27,7 +27,7 @@
 //! - [`matching`]: packages → findings, aliases merged.
 //! - [`ignore`]: `.patchpilotignore` and `.trivyignore` files.
 //! - [`cvss`]: base scores from vectors.
-//! - [`report`]: native JSON, SARIF 2.1.0, CycloneDX 1.5, table.
+//! - [`report`]: native JSON, SARIF 2.1.0, CycloneDX 1.6, SPDX 2.3 JSON, table.
 //! - [`discovery`] and [`service`]: the fleet service.
 //! - [`config`]: `[scanner]` configuration.
 

@@ -1,14 +1,15 @@
-//! The SARIF 2.1.0 and CycloneDX 1.5 reports of a real scan, checked against
-//! the official JSON schemas and for what they say.
+//! The SARIF 2.1.0, CycloneDX 1.6 and SPDX 2.3 reports of a real scan,
+//! checked against the official JSON schemas and for what they say.
 //!
 //! The schemas in `fixtures/schemas` are verbatim copies of OASIS's SARIF
-//! 2.1.0 errata-01 schema (draft-04) and CycloneDX's `bom-1.5.schema.json`
-//! with the two schemas it `$ref`s (draft-07); `fixtures/schemas/SOURCES.md`
-//! names their repositories and commits. They are loaded from disk and the
-//! referenced ones are registered under the URIs the BOM schema resolves its
-//! relative `$ref`s to, so validation never touches the network. Formats are
-//! asserted (`uri`, `uri-reference`, `date-time`…), which the SARIF and
-//! CycloneDX specifications require of conforming documents.
+//! 2.1.0 errata-01 schema (draft-04), CycloneDX's `bom-1.6.schema.json` with
+//! the two schemas it `$ref`s (draft-07) and SPDX's 2.3 schema (draft-07);
+//! `fixtures/schemas/SOURCES.md` names their repositories and commits. They
+//! are loaded from disk and the referenced ones are registered under the URIs
+//! the BOM schema resolves its relative `$ref`s to, so validation never
+//! touches the network. Formats are asserted (`uri`, `uri-reference`,
+//! `date-time`, `iri-reference`…), which the specifications require of
+//! conforming documents.
 //!
 //! The scan is the one of `scan_pipeline.rs`: the shared test image as an OCI
 //! layout, matched against the real OSV fixture records.
@@ -33,8 +34,8 @@ use support::{db, fixtures, write_oci_layout};
 /// schema's `serialNumber` pattern demands.
 const SERIAL: &str = "3e671687-395b-41f5-a30f-a58921a69b79";
 
-/// The URIs `bom-1.5.schema.json` resolves its relative `$ref`s to, against
-/// its `$id` `http://cyclonedx.org/schema/bom-1.5.schema.json`.
+/// The URIs `bom-1.6.schema.json` resolves its relative `$ref`s to, against
+/// its `$id` `http://cyclonedx.org/schema/bom-1.6.schema.json`.
 const SPDX_URI: &str = "http://cyclonedx.org/schema/spdx.schema.json";
 const JSF_URI: &str = "http://cyclonedx.org/schema/jsf-0.82.schema.json";
 
@@ -82,8 +83,36 @@ fn cyclonedx_validator() -> Validator {
         .with_registry(&registry)
         .should_validate_formats(true)
         .offline()
-        .build(&schema_file("bom-1.5.schema.json"))
-        .expect("the CycloneDX 1.5 schema compiles with its references")
+        .build(&schema_file("bom-1.6.schema.json"))
+        .expect("the CycloneDX 1.6 schema compiles with its references")
+}
+
+fn spdx_validator() -> Validator {
+    jsonschema::options()
+        .with_draft(Draft::Draft7)
+        .should_validate_formats(true)
+        .offline()
+        .build(&schema_file("spdx-schema-2.3.json"))
+        .expect("the SPDX 2.3 schema compiles")
+}
+
+/// The idstring of SPDX 2.3 clause 3.2: `SPDXRef-` then letters, digits,
+/// `.` and `-` (the 2.3 schema does not check it; later revisions of the
+/// schema add this very pattern).
+fn is_spdx_id(id: &str) -> bool {
+    id.strip_prefix("SPDXRef-").is_some_and(|rest| {
+        !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+    })
+}
+
+/// An RFC 3986 absolute URI, by the validator's own draft-7 `uri` check.
+fn is_uri(text: &str) -> bool {
+    jsonschema::options()
+        .with_draft(Draft::Draft7)
+        .should_validate_formats(true)
+        .build(&json!({ "type": "string", "format": "uri" }))
+        .expect("the uri check compiles")
+        .is_valid(&json!(text))
 }
 
 /// Every violation, as `instance path: message`, so a failure says where.
@@ -100,8 +129,20 @@ struct Scan {
     _db_dir: tempfile::TempDir,
     _layout: tempfile::TempDir,
     manifest_digest: String,
+    image: image::Image,
     catalog: Catalog,
     assessment: Assessment,
+}
+
+impl Scan {
+    fn sbom<'a>(&'a self, assessment: &'a Assessment) -> report::Sbom<'a> {
+        report::Sbom { assessment, image: &self.image, packages: &self.catalog.packages }
+    }
+
+    /// The BOM of `assessment` (this scan's, or an edited copy).
+    fn bom(&self, assessment: &Assessment) -> Value {
+        report::cyclonedx(&self.sbom(assessment), &BTreeMap::new(), SERIAL)
+    }
 }
 
 /// Scans the support image; with `advisories` false, against an empty DB,
@@ -122,7 +163,7 @@ fn scan(advisories: bool) -> Scan {
     let matched =
         matching::match_catalog(&catalog, &db, catalog.os.as_ref().map(|o| o.id.as_str())).expect("match");
     let assessment = report::assessment(&image, &catalog, &matched).expect("assessment");
-    Scan { _db_dir: db_dir, _layout: layout, manifest_digest, catalog, assessment }
+    Scan { _db_dir: db_dir, _layout: layout, manifest_digest, image, catalog, assessment }
 }
 
 /// The SARIF `result.level` each severity should get. SARIF 2.1.0 defines
@@ -157,7 +198,7 @@ fn the_validators_reject_what_the_schemas_forbid() {
     let bom_validator = cyclonedx_validator();
     let scanned = scan(true);
     let mut sarif = report::sarif(&scanned.assessment);
-    let mut bom = report::cyclonedx(&scanned.assessment, &scanned.catalog.packages, SERIAL);
+    let mut bom = scanned.bom(&scanned.assessment);
     assert_valid(&sarif_validator, &sarif, "the SARIF log");
     assert_valid(&bom_validator, &bom, "the BOM");
 
@@ -194,7 +235,7 @@ fn the_bom_schema_resolves_its_references_only_from_the_registered_files() {
         .with_draft(Draft::Draft7)
         .with_registry(&registry)
         .offline()
-        .build(&schema_file("bom-1.5.schema.json"));
+        .build(&schema_file("bom-1.6.schema.json"));
     assert!(built.is_err(), "without spdx.schema.json the BOM schema must not compile offline");
 }
 
@@ -341,11 +382,11 @@ fn sarif_locations_are_uri_references_whatever_the_path() {
 fn cyclonedx_of_a_scan_is_valid_and_describes_image_packages_and_vulnerabilities() {
     let scanned = scan(true);
     let findings = &scanned.assessment.findings;
-    let bom = report::cyclonedx(&scanned.assessment, &scanned.catalog.packages, SERIAL);
+    let bom = scanned.bom(&scanned.assessment);
     assert_valid(&cyclonedx_validator(), &bom, "the BOM");
 
     assert_eq!(bom["bomFormat"], "CycloneDX");
-    assert_eq!(bom["specVersion"], "1.5");
+    assert_eq!(bom["specVersion"], "1.6");
     assert_eq!(bom["serialNumber"], format!("urn:uuid:{SERIAL}"));
     let image = &bom["metadata"]["component"];
     assert_eq!(image["type"], "container");
@@ -442,7 +483,7 @@ fn a_zero_cvss_score_is_rated_none() {
         vector: vector.into(),
         score: score.base,
     }];
-    let bom = report::cyclonedx(&assessment, &scanned.catalog.packages, SERIAL);
+    let bom = scanned.bom(&assessment);
     assert_valid(&cyclonedx_validator(), &bom, "the BOM");
     let rating = bom["vulnerabilities"][1]["ratings"]
         .as_array()
@@ -478,12 +519,342 @@ fn a_scan_without_findings_gives_valid_empty_reports() {
     assert_eq!(results(&sarif).len(), 0, "an empty results array says the scan ran and found nothing");
     assert_eq!(sarif["runs"][0]["tool"]["driver"]["rules"], json!([]));
 
-    let bom = report::cyclonedx(&scanned.assessment, &scanned.catalog.packages, SERIAL);
+    let bom = scanned.bom(&scanned.assessment);
     assert_valid(&cyclonedx_validator(), &bom, "the BOM without vulnerabilities");
+    let spdx = report::spdx(&scanned.sbom(&scanned.assessment), SERIAL);
+    assert_valid(&spdx_validator(), &spdx, "the SPDX document of a scan without findings");
     assert_eq!(bom["vulnerabilities"], json!([]));
     let libraries =
         bom["components"].as_array().expect("components").iter().filter(|c| c["type"] == "library").count();
     let os_id = scanned.catalog.os.as_ref().map(|o| o.id.as_str());
     let distinct: BTreeSet<String> = scanned.catalog.packages.iter().map(|p| p.purl(os_id)).collect();
     assert_eq!(libraries, distinct.len(), "the inventory does not depend on findings");
+}
+
+/// Every `bom-ref` the BOM defines: the image, its layers, the components,
+/// the vulnerabilities.
+fn bom_refs(bom: &Value) -> Vec<String> {
+    let image = &bom["metadata"]["component"];
+    std::iter::once(image)
+        .chain(image["components"].as_array().into_iter().flatten())
+        .chain(bom["components"].as_array().into_iter().flatten())
+        .chain(bom["vulnerabilities"].as_array().into_iter().flatten())
+        .filter_map(|c| c["bom-ref"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn cyclonedx_dependencies_reference_only_components_and_leave_package_graphs_unknown() {
+    let scanned = scan(true);
+    let bom = scanned.bom(&scanned.assessment);
+    assert_valid(&cyclonedx_validator(), &bom, "the BOM");
+    let refs = bom_refs(&bom);
+    let defined: BTreeSet<&str> = refs.iter().map(String::as_str).collect();
+    assert_eq!(defined.len(), refs.len(), "bom-refs are unique across the BOM: {refs:?}");
+
+    let dependencies = bom["dependencies"].as_array().expect("dependencies");
+    for d in dependencies {
+        let from = d["ref"].as_str().expect("ref");
+        assert!(defined.contains(from), "dependency of `{from}`, which nothing defines");
+        for to in d["dependsOn"].as_array().expect("dependsOn") {
+            let to = to.as_str().expect("a ref");
+            assert!(defined.contains(to), "`{from}` depends on `{to}`, which nothing defines");
+        }
+    }
+    let libraries: BTreeSet<&str> = bom["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .filter(|c| c["type"] == "library")
+        .filter_map(|c| c["bom-ref"].as_str())
+        .collect();
+    assert!(!libraries.is_empty());
+    let image = dependencies.iter().find(|d| d["ref"] == "image").expect("the image's entry");
+    let depends_on: BTreeSet<&str> =
+        image["dependsOn"].as_array().expect("dependsOn").iter().filter_map(Value::as_str).collect();
+    let mut expected = libraries.clone();
+    expected.insert("os");
+    assert_eq!(depends_on, expected, "the image depends on the distribution and every package");
+    // No package-to-package relation is known, so no package claims to
+    // depend on nothing (an empty `dependsOn`): they are left out of the
+    // graph, and a composition says their graphs are unknown.
+    assert_eq!(dependencies.len(), 1, "{dependencies:?}");
+    let compositions = bom["compositions"].as_array().expect("compositions");
+    assert_eq!(compositions.len(), 1);
+    assert_eq!(compositions[0]["aggregate"], "unknown");
+    let described: BTreeSet<&str> = compositions[0]["dependencies"]
+        .as_array()
+        .expect("dependencies")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(described.iter().all(|r| defined.contains(r)), "{described:?}");
+    assert!(libraries.iter().all(|l| described.contains(l)), "every package's graph is declared unknown");
+
+    let mut broken = bom.clone();
+    broken["dependencies"][0]["dependsOn"] = json!(["pkg-0", "pkg-0"]);
+    let errors = violations(&cyclonedx_validator(), &broken);
+    assert!(errors.iter().any(|e| e.starts_with("/dependencies/0/dependsOn")), "uniqueItems: {errors:?}");
+}
+
+#[test]
+fn cyclonedx_hashes_are_the_digests_the_scan_read_and_nothing_else() {
+    let scanned = scan(true);
+    let bom = scanned.bom(&scanned.assessment);
+    assert_valid(&cyclonedx_validator(), &bom, "the BOM");
+    let image = &bom["metadata"]["component"];
+    let manifest_hex = scanned.manifest_digest.strip_prefix("sha256:").expect("a sha256 digest");
+    assert_eq!(image["hashes"], json!([{ "alg": "SHA-256", "content": manifest_hex }]));
+    assert_eq!(image["properties"], json!([{ "name": "patchpilot:image:digest-of", "value": "manifest" }]));
+    // The layers, hashed independently of the scanner from the blobs the
+    // layout was written with.
+    let layers = image["components"].as_array().expect("the layers");
+    let blobs: Vec<String> = support::layers().iter().map(|l| support::sha(&l.blob)).collect();
+    assert_eq!(layers.len(), blobs.len());
+    for (layer, digest) in layers.iter().zip(&blobs) {
+        assert_eq!(layer["type"], "file");
+        assert_eq!(layer["name"], digest.as_str());
+        assert_eq!(
+            layer["hashes"],
+            json!([{ "alg": "SHA-256", "content": digest.trim_start_matches("sha256:") }])
+        );
+    }
+    for c in bom["components"].as_array().expect("components") {
+        assert!(c.get("hashes").is_none(), "no checksum is recorded for {}", c["name"]);
+    }
+
+    // A `docker save` archive: the image ID, the config's SHA-256.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = dir.path().join("app.tar");
+    support::write_docker_archive(&archive);
+    let image = image::open_docker_archive(&archive).expect("archive");
+    let catalog = Scanner::default().catalog_image(&image).expect("catalog");
+    let assessment = report::assessment(&image, &catalog, &matching::Matched::default()).expect("assessment");
+    let sbom = report::Sbom { assessment: &assessment, image: &image, packages: &catalog.packages };
+    let bom = report::cyclonedx(&sbom, &BTreeMap::new(), SERIAL);
+    assert_valid(&cyclonedx_validator(), &bom, "the archive's BOM");
+    let config = support::sha(&support::config(&support::layers()));
+    assert_eq!(
+        bom["metadata"]["component"]["hashes"],
+        json!([{ "alg": "SHA-256", "content": config.trim_start_matches("sha256:") }])
+    );
+    assert_eq!(bom["metadata"]["component"]["properties"][0]["value"], "config");
+    let spdx = report::spdx(&sbom, SERIAL);
+    assert_valid(&spdx_validator(), &spdx, "the archive's SPDX document");
+    assert_eq!(spdx["packages"][0]["checksums"][0]["checksumValue"], config.trim_start_matches("sha256:"));
+
+    // A root filesystem's digest is PatchPilot's own and hashes nothing
+    // anyone else has: no hash, in either format.
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(root.path().join("etc")).expect("etc");
+    std::fs::write(root.path().join("etc/os-release"), "ID=alpine\nVERSION_ID=3.19.1\n").expect("os-release");
+    let (image, catalog) = Scanner::default().catalog_rootfs(root.path()).expect("rootfs");
+    let assessment = report::assessment(&image, &catalog, &matching::Matched::default()).expect("assessment");
+    let sbom = report::Sbom { assessment: &assessment, image: &image, packages: &catalog.packages };
+    let bom = report::cyclonedx(&sbom, &BTreeMap::new(), SERIAL);
+    assert_valid(&cyclonedx_validator(), &bom, "the root filesystem's BOM");
+    assert!(bom["metadata"]["component"].get("hashes").is_none(), "{bom:#}");
+    assert!(bom["metadata"]["component"].get("components").is_none(), "no layers");
+    let spdx = report::spdx(&sbom, SERIAL);
+    assert_valid(&spdx_validator(), &spdx, "the root filesystem's SPDX document");
+    assert!(spdx["packages"][0].get("checksums").is_none(), "{spdx:#}");
+}
+
+#[test]
+fn cyclonedx_analysis_says_what_a_vex_or_ignore_decision_says() {
+    let scanned = scan(true);
+    assert_eq!(scanned.assessment.findings.len(), 4);
+    let rule = patchpilot_scanner::ignore::IgnoreFile::parse(
+        std::path::Path::new(".trivyignore"),
+        "# not reachable from the API\nCVE-2021-23424 exp:2027-01-31\n",
+    )
+    .expect("rule");
+    let analyses: BTreeMap<usize, report::Analysis> = [
+        report::Analysis::from_openvex(
+            "not_affected",
+            Some("vulnerable_code_not_in_execute_path"),
+            Some("the parser is never called"),
+            None,
+            "app.vex.json",
+        ),
+        report::Analysis::from_openvex(
+            "not_affected",
+            Some("vulnerable_code_cannot_be_controlled_by_adversary"),
+            None,
+            None,
+            "app.vex.json",
+        ),
+        Some(report::Analysis::from_ignore_rule(".trivyignore", &rule.rules[0])),
+        report::Analysis::from_openvex(
+            "affected",
+            None,
+            None,
+            Some("upgrade in the next release"),
+            "app.vex.json",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, a)| (i, a.expect("a known status")))
+    .collect();
+    let bom = report::cyclonedx(&scanned.sbom(&scanned.assessment), &analyses, SERIAL);
+    assert_valid(&cyclonedx_validator(), &bom, "the BOM with analyses");
+    let analysis = |i: usize| bom["vulnerabilities"][i]["analysis"].clone();
+    assert_eq!(
+        analysis(0),
+        json!({
+            "state": "not_affected",
+            "justification": "code_not_reachable",
+            "detail": "OpenVEX app.vex.json: not_affected (vulnerable_code_not_in_execute_path). the parser is never called"
+        })
+    );
+    assert_eq!(
+        analysis(1),
+        json!({
+            "state": "not_affected",
+            "detail": "OpenVEX app.vex.json: not_affected (vulnerable_code_cannot_be_controlled_by_adversary)"
+        }),
+        "no CycloneDX justification means the same; the OpenVEX one is kept in words"
+    );
+    assert_eq!(
+        analysis(2),
+        json!({ "detail": "Ignored by .trivyignore line 2 until 2027-01-31: not reachable from the API" }),
+        "an ignore rule states no impact"
+    );
+    assert_eq!(
+        analysis(3),
+        json!({ "state": "exploitable", "detail": "OpenVEX app.vex.json: affected. upgrade in the next release" })
+    );
+    let fixed = report::Analysis::from_openvex("fixed", Some("component_not_present"), None, None, "x")
+        .expect("fixed");
+    assert_eq!((fixed.state, fixed.justification), (Some(report::AnalysisState::Resolved), None));
+    let investigating =
+        report::Analysis::from_openvex("under_investigation", None, None, None, "x").expect("known");
+    assert_eq!(investigating.state, Some(report::AnalysisState::InTriage));
+    assert_eq!(
+        report::Analysis::from_openvex("not_affected", Some("component_not_present"), None, None, "x")
+            .and_then(|a| a.justification),
+        Some(report::Justification::CodeNotPresent)
+    );
+    assert!(report::Analysis::from_openvex("maybe", None, None, None, "x").is_none());
+
+    // Without decisions, no analysis at all: the plain scan knows none.
+    let plain = scanned.bom(&scanned.assessment);
+    assert!(
+        plain["vulnerabilities"]
+            .as_array()
+            .expect("vulnerabilities")
+            .iter()
+            .all(|v| v.get("analysis").is_none())
+    );
+
+    let mut broken = bom.clone();
+    broken["vulnerabilities"][0]["analysis"]["state"] = json!("ignored");
+    let errors = violations(&cyclonedx_validator(), &broken);
+    assert!(errors.iter().any(|e| e.starts_with("/vulnerabilities/0/analysis/state")), "{errors:?}");
+}
+
+#[test]
+fn spdx_of_a_scan_is_valid_and_describes_the_image_and_every_package() {
+    let scanned = scan(true);
+    let mut packages = scanned.catalog.packages.clone();
+    // A package whose name sanitises to another's SPDX id (`_` and `-`).
+    let mut twin = packages.iter().find(|p| p.name == "musl-utils").cloned().expect("musl-utils");
+    twin.name = "musl_utils".into();
+    packages.push(twin);
+    let sbom = report::Sbom { assessment: &scanned.assessment, image: &scanned.image, packages: &packages };
+    let doc = report::spdx(&sbom, SERIAL);
+    let validator = spdx_validator();
+    assert_valid(&validator, &doc, "the SPDX document");
+
+    assert_eq!(doc["spdxVersion"], "SPDX-2.3");
+    assert_eq!(doc["dataLicense"], "CC0-1.0");
+    assert_eq!(doc["SPDXID"], "SPDXRef-DOCUMENT");
+    assert_eq!(doc["name"], "acme/app:1.0");
+    let namespace = doc["documentNamespace"].as_str().expect("documentNamespace");
+    assert!(is_uri(namespace) && namespace.ends_with(SERIAL) && !namespace.contains('#'), "{namespace}");
+    let other = report::spdx(&sbom, "8f1c4f4e-3a53-4a2b-9d55-1b6f1c1e0c2a");
+    assert_ne!(other["documentNamespace"], doc["documentNamespace"], "one namespace per document");
+    let created = doc["creationInfo"]["created"].as_str().expect("created");
+    assert!(
+        chrono::NaiveDateTime::parse_from_str(created, "%Y-%m-%dT%H:%M:%SZ").is_ok(),
+        "clause 6.9's UTC form: {created}"
+    );
+    assert_eq!(
+        doc["creationInfo"]["creators"],
+        json!([format!("Tool: patchpilot-{}", env!("CARGO_PKG_VERSION"))])
+    );
+
+    let spdx_packages = doc["packages"].as_array().expect("packages");
+    let ids: Vec<&str> = spdx_packages.iter().map(|p| p["SPDXID"].as_str().expect("SPDXID")).collect();
+    assert_eq!(ids.len(), ids.iter().collect::<BTreeSet<_>>().len(), "SPDXIDs are unique: {ids:?}");
+    for id in &ids {
+        assert!(is_spdx_id(id), "{id}");
+    }
+    let image = &spdx_packages[0];
+    assert_eq!(image["SPDXID"], "SPDXRef-Image");
+    assert_eq!(image["primaryPackagePurpose"], "CONTAINER");
+    assert_eq!(image["versionInfo"], scanned.manifest_digest.as_str());
+    assert_eq!(
+        image["checksums"],
+        json!([{ "algorithm": "SHA256", "checksumValue": scanned.manifest_digest.trim_start_matches("sha256:") }])
+    );
+    for p in spdx_packages {
+        assert_eq!(p["downloadLocation"], "NOASSERTION");
+        assert_eq!(p["filesAnalyzed"], false);
+        assert_eq!(
+            (&p["licenseConcluded"], &p["licenseDeclared"]),
+            (&json!("NOASSERTION"), &json!("NOASSERTION"))
+        );
+    }
+    // Every cataloged package once, by its purl.
+    let purls: Vec<&str> = spdx_packages
+        .iter()
+        .flat_map(|p| p["externalRefs"].as_array().into_iter().flatten())
+        .filter(|r| r["referenceCategory"] == "PACKAGE-MANAGER" && r["referenceType"] == "purl")
+        .map(|r| r["referenceLocator"].as_str().expect("locator"))
+        .collect();
+    let os_id = scanned.catalog.os.as_ref().map(|o| o.id.as_str());
+    let expected: BTreeSet<String> = packages.iter().map(|p| p.purl(os_id)).collect();
+    assert_eq!(purls.len(), expected.len(), "each package once: {purls:?}");
+    assert_eq!(purls.iter().map(|p| (*p).to_owned()).collect::<BTreeSet<_>>(), expected);
+    assert!(purls.contains(&"pkg:apk/alpine/musl-utils@1.1.14-r10"));
+    assert!(purls.contains(&"pkg:apk/alpine/musl_utils@1.1.14-r10"));
+    let musl_ids: Vec<&str> = ids.iter().copied().filter(|id| id.contains("musl-utils")).collect();
+    assert_eq!(musl_ids.len(), 2, "both musl utils packages, told apart: {musl_ids:?}");
+
+    // Relationships: the document describes the image, which contains
+    // every other package; each names elements that exist.
+    let relationships = doc["relationships"].as_array().expect("relationships");
+    let known: BTreeSet<&str> = ids.iter().copied().chain(["SPDXRef-DOCUMENT"]).collect();
+    for r in relationships {
+        for end in ["spdxElementId", "relatedSpdxElement"] {
+            let id = r[end].as_str().expect("id");
+            assert!(known.contains(id), "{end} `{id}` names no element");
+        }
+    }
+    let describes: Vec<&Value> =
+        relationships.iter().filter(|r| r["relationshipType"] == "DESCRIBES").collect();
+    assert_eq!(describes.len(), 1);
+    assert_eq!(
+        (&describes[0]["spdxElementId"], &describes[0]["relatedSpdxElement"]),
+        (&json!("SPDXRef-DOCUMENT"), &json!("SPDXRef-Image"))
+    );
+    let contained: BTreeSet<&str> = relationships
+        .iter()
+        .filter(|r| r["relationshipType"] == "CONTAINS" && r["spdxElementId"] == "SPDXRef-Image")
+        .filter_map(|r| r["relatedSpdxElement"].as_str())
+        .collect();
+    let others: BTreeSet<&str> = ids.iter().copied().filter(|id| *id != "SPDXRef-Image").collect();
+    assert_eq!(contained, others, "the image contains every other package");
+    let os = spdx_packages.iter().find(|p| p["SPDXID"] == "SPDXRef-OperatingSystem").expect("the OS");
+    assert_eq!((&os["name"], &os["versionInfo"]), (&json!("alpine"), &json!("3.19.1")));
+
+    let mut broken = doc.clone();
+    broken["relationships"][0]["relationshipType"] = json!("OWNS");
+    let errors = violations(&validator, &broken);
+    assert!(errors.iter().any(|e| e.starts_with("/relationships/0/relationshipType")), "{errors:?}");
+    let mut broken = doc.clone();
+    broken["packages"][1].as_object_mut().expect("a package").remove("downloadLocation");
+    assert!(!validator.is_valid(&broken), "downloadLocation is required");
 }

@@ -8,5 +8,5 @@ pub mod source;
 pub use fs::{FileRef, ImageFs};
 pub use layer::{LayerError, LayerReport, Limits};
 pub use source::{
-    Image, Layer, fetch_registry, open_docker_archive, open_oci_layout, read_layers, read_rootfs,
+    DigestKind, Image, Layer, fetch_registry, open_docker_archive, open_oci_layout, read_layers, read_rootfs,
 };

@@ -70,13 +70,31 @@ pub struct Layer {
     pub location: BlobLocation,
 }
 
+/// What an [`Image`]'s digest is the digest of, which decides whether a
+/// report may present it as a hash of the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DigestKind {
+    /// The image manifest's bytes (registries and OCI layouts).
+    Manifest,
+    /// The image config's bytes, Docker's image ID (`docker save` archives,
+    /// whose manifest.json is not an OCI manifest).
+    Config,
+    /// PatchPilot's own SHA-256 over the paths, sizes and contents of the
+    /// files a root filesystem scan kept: an identity for caching, not the
+    /// hash of any artifact anyone else can compute.
+    RootfsContent,
+}
+
 /// An image ready to be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
     /// Reference as given or recorded (`RepoTags[0]` for archives).
     pub reference: String,
-    /// Manifest digest; the config digest for legacy Docker archives.
+    /// Manifest digest; the config digest for Docker archives; a content
+    /// digest for root filesystems (see [`DigestKind`]).
     pub digest: String,
+    /// What `digest` hashes.
+    pub digest_kind: DigestKind,
     /// Platform from the image config.
     pub platform: Option<PlatformChoice>,
     /// Config labels.
@@ -87,10 +105,17 @@ pub struct Image {
     pub layers: Vec<Layer>,
 }
 
-fn image_from_config(reference: String, digest: String, config: &ImageConfig, layers: Vec<Layer>) -> Image {
+fn image_from_config(
+    reference: String,
+    digest: String,
+    digest_kind: DigestKind,
+    config: &ImageConfig,
+    layers: Vec<Layer>,
+) -> Image {
     Image {
         reference,
         digest,
+        digest_kind,
         platform: (!config.architecture.is_empty()).then(|| PlatformChoice {
             os: config.os.clone(),
             architecture: config.architecture.clone(),
@@ -161,7 +186,7 @@ pub fn open_oci_layout(
         let len = std::fs::metadata(&path).map_err(io(&path))?.len();
         layers.push(Layer { digest: d.digest, location: BlobLocation { path, offset: 0, len } });
     }
-    Ok(image_from_config(name, digest, &config, layers))
+    Ok(image_from_config(name, digest, DigestKind::Manifest, &config, layers))
 }
 
 #[derive(serde::Deserialize)]
@@ -231,7 +256,7 @@ pub fn open_docker_archive(path: &Path) -> Result<Image, Error> {
         manifest.repo_tags.as_ref().and_then(|t| t.first().cloned()).unwrap_or_else(|| {
             path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
         });
-    Ok(image_from_config(reference, config_digest, &config, layers))
+    Ok(image_from_config(reference, config_digest, DigestKind::Config, &config, layers))
 }
 
 /// Resolves `reference` in a registry and downloads the layers it lacks into
@@ -258,7 +283,7 @@ pub async fn fetch_registry(
         let len = tokio::fs::metadata(&path).await.map_err(io(&path))?.len();
         layers.push(Layer { digest: d.digest.clone(), location: BlobLocation { path, offset: 0, len } });
     }
-    Ok(image_from_config(reference.to_owned(), resolved.digest, &config, layers))
+    Ok(image_from_config(reference.to_owned(), resolved.digest, DigestKind::Manifest, &config, layers))
 }
 
 /// Reads every layer of `image` into one merged view.
@@ -371,6 +396,7 @@ pub fn read_rootfs(
     let image = Image {
         reference: root.display().to_string(),
         digest,
+        digest_kind: DigestKind::RootfsContent,
         platform: None,
         labels: BTreeMap::new(),
         created: None,

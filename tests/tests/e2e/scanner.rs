@@ -253,6 +253,55 @@ async fn db_and_scan_commands() -> anyhow::Result<()> {
         .filter_map(|f| f["id"].as_str())
         .collect();
     assert_eq!(ids, vec!["CVE-2025-26519", "CVE-2025-26519"], "musl and musl-utils");
+    // The SBOM formats: SPDX 2.3 JSON and CycloneDX 1.6 of the same scan
+    // (validated against their schemas in scanner/tests/report_formats.rs).
+    let spdx = stack
+        .cli(&[
+            "scan",
+            "--rootfs",
+            root.to_str().unwrap_or_default(),
+            "--db",
+            db_arg,
+            "--format",
+            "spdx-json",
+        ])
+        .await?;
+    assert_eq!(spdx.code, Some(0), "{}", spdx.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&spdx.stdout)?;
+    assert_eq!(doc["spdxVersion"], "SPDX-2.3");
+    let purls: Vec<&str> = doc["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["externalRefs"].as_array().into_iter().flatten())
+        .filter_map(|r| r["referenceLocator"].as_str())
+        .collect();
+    assert!(purls.contains(&"pkg:apk/alpine/musl@1.1.14-r10"), "{purls:?}");
+    assert!(
+        doc["packages"][0].get("checksums").is_none(),
+        "a root filesystem's digest is no checksum of anything: {}",
+        doc["packages"][0]
+    );
+    let bom = stack
+        .cli(&[
+            "scan",
+            "--rootfs",
+            root.to_str().unwrap_or_default(),
+            "--db",
+            db_arg,
+            "--format",
+            "cyclonedx",
+        ])
+        .await?;
+    assert_eq!(bom.code, Some(0), "{}", bom.stderr);
+    let bom: serde_json::Value = serde_json::from_str(&bom.stdout)?;
+    assert_eq!(bom["specVersion"], "1.6");
+    assert_eq!(bom["dependencies"][0]["ref"], "image");
+    let unknown = stack
+        .cli(&["scan", "--rootfs", root.to_str().unwrap_or_default(), "--db", db_arg, "--format", "spdx"])
+        .await?;
+    assert_ne!(unknown.code, Some(0));
+    assert!(unknown.stderr.contains("spdx-json"), "the error lists the formats: {}", unknown.stderr);
     // --fail-on turns findings into an exit code.
     let gate = stack
         .cli(&["scan", "--rootfs", root.to_str().unwrap_or_default(), "--db", db_arg, "--fail-on", "high"])
@@ -481,5 +530,38 @@ async fn scan_filters_and_exit_codes_follow_trivy_and_grype() -> anyhow::Result<
     assert_eq!(out.code, Some(5), "the other findings remain: {}", out.stderr);
     assert!(!out.stdout.contains(&findings[1].0), "{}", out.stdout);
     assert_eq!(out.stderr, "", "--quiet");
+
+    // By default a CycloneDX BOM leaves the suppressed finding out, as the
+    // other formats do; --show-suppressed keeps it with the VEX decision as
+    // its analysis, and the exit status still counts only the others.
+    let vex_arg = vex.display().to_string();
+    let out = scan(words(&["--vex", &vex_arg, "--format", "cyclonedx"])).await?;
+    let bom: serde_json::Value = serde_json::from_str(&out.stdout)?;
+    let ids = |bom: &serde_json::Value| -> Vec<String> {
+        bom["vulnerabilities"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert!(!ids(&bom).contains(&findings[1].0), "{:?}", ids(&bom));
+    let out =
+        scan(words(&["--vex", &vex_arg, "--format", "cyclonedx", "--show-suppressed", "--exit-code", "5"]))
+            .await?;
+    assert_eq!(out.code, Some(5), "{}", out.stderr);
+    let bom: serde_json::Value = serde_json::from_str(&out.stdout)?;
+    let shown: Vec<&serde_json::Value> = bom["vulnerabilities"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["id"] == findings[1].0.as_str())
+        .collect();
+    assert_eq!(shown.len(), 1, "{bom:#}");
+    assert_eq!(shown[0]["analysis"]["state"], "not_affected");
+    assert_eq!(shown[0]["analysis"]["justification"], "code_not_reachable");
+    assert!(out.stderr.contains("--show-suppressed"), "{}", out.stderr);
+    let sarif = scan(words(&["--vex", &vex_arg, "--format", "sarif", "--show-suppressed"])).await?;
+    assert_eq!(sarif.code, Some(1), "only CycloneDX carries the decision: {}", sarif.stderr);
     Ok(())
 }
