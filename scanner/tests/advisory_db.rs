@@ -553,9 +553,27 @@ fn query_debian_and_ubuntu() {
 fn query_without_a_version_scheme_is_an_error() {
     let (_dir, db) = imported_db();
     assert!(matches!(
-        db.query("RubyGems", "sprout", "0.7.246"),
-        Err(Error::NoVersionScheme { ref ecosystem }) if ecosystem == "RubyGems"
+        db.query("Packagist", "laravel/framework", "10.0.0"),
+        Err(Error::NoVersionScheme { ref ecosystem }) if ecosystem == "Packagist"
     ));
+}
+
+#[test]
+fn rubygems_ranges_are_judged_with_gem_version_order() {
+    // GHSA-229r-pqp6-8w6g: sprout from `0` through `last_affected` 0.7.246.
+    let (_dir, db) = imported_db();
+    let affected = |version: &str| -> bool {
+        db.query("RubyGems", "sprout", version)
+            .expect("query")
+            .iter()
+            .any(|m| m.record.id == "GHSA-229r-pqp6-8w6g")
+    };
+    for version in ["0.7.246", "0.7.246.a", "0.7.2", "0.1"] {
+        assert!(affected(version), "{version} is affected");
+    }
+    for version in ["0.7.246.1", "0.7.247", "1.0.0.pre.1"] {
+        assert!(!affected(version), "{version} is not affected");
+    }
 }
 
 /// Synthetic OSV records, generated here, for the scale test. Packages are

@@ -28,11 +28,18 @@ pub enum Scheme {
     Semver,
     /// PEP 440 (PyPI).
     Pep440,
+    /// Maven's `ComparableVersion` (Maven 3.9).
+    Maven,
+    /// RubyGems' `Gem::Version`.
+    RubyGems,
+    /// NuGet.Versioning's `NuGetVersion` (SemVer 2.0 with a fourth number).
+    NuGet,
 }
 
 impl Scheme {
     /// The scheme of an OSV ecosystem name (`Alpine:v3.19`, `Debian:12`,
-    /// `Go`…); `None` when PatchPilot has no comparator for it.
+    /// `Go`, `Maven:https://maven.google.com`…); `None` when PatchPilot has no
+    /// comparator for it.
     pub fn for_ecosystem(ecosystem: &str) -> Option<Scheme> {
         let base = ecosystem.split(':').next().unwrap_or(ecosystem);
         Some(match base {
@@ -42,6 +49,9 @@ impl Scheme {
             | "Azure Linux" | "Photon OS" | "openEuler" => Scheme::Rpm,
             "Go" | "crates.io" | "npm" | "Hex" | "Pub" | "SwiftURL" => Scheme::Semver,
             "PyPI" => Scheme::Pep440,
+            "Maven" => Scheme::Maven,
+            "RubyGems" => Scheme::RubyGems,
+            "NuGet" => Scheme::NuGet,
             _ => return None,
         })
     }
@@ -54,6 +64,9 @@ impl Scheme {
             Scheme::Rpm => "rpm",
             Scheme::Semver => "semver",
             Scheme::Pep440 => "PEP 440",
+            Scheme::Maven => "Maven",
+            Scheme::RubyGems => "RubyGems",
+            Scheme::NuGet => "NuGet",
         }
     }
 
@@ -65,12 +78,37 @@ impl Scheme {
             Scheme::Rpm => rpm::compare(a, b),
             Scheme::Semver => semver::compare(a, b),
             Scheme::Pep440 => pep440::compare(a, b),
+            Scheme::Maven => maven::compare(a, b),
+            Scheme::RubyGems => rubygems::compare(a, b),
+            Scheme::NuGet => nuget::compare(a, b),
         }
     }
 }
 
 pub mod apk;
 pub mod dpkg;
+pub mod maven;
+pub mod nuget;
 pub mod pep440;
 pub mod rpm;
+pub mod rubygems;
 pub mod semver;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn language_ecosystems_have_their_own_schemes() {
+        assert_eq!(Scheme::for_ecosystem("Maven"), Some(Scheme::Maven));
+        // OSV's Maven may name another repository after a colon.
+        assert_eq!(Scheme::for_ecosystem("Maven:https://maven.google.com"), Some(Scheme::Maven));
+        assert_eq!(Scheme::for_ecosystem("RubyGems"), Some(Scheme::RubyGems));
+        assert_eq!(Scheme::for_ecosystem("NuGet"), Some(Scheme::NuGet));
+        assert_eq!(Scheme::for_ecosystem("Packagist"), None);
+        for scheme in [Scheme::Maven, Scheme::RubyGems, Scheme::NuGet] {
+            let error = scheme.compare("1\u{1}", "1").expect_err(scheme.name());
+            assert_eq!((error.scheme, error.version.as_str()), (scheme.name(), "1\u{1}"));
+        }
+    }
+}
