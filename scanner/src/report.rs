@@ -163,7 +163,7 @@ fn uri_reference(path: &str) -> String {
 /// package as a library (the OS as an operating-system component), and the
 /// vulnerabilities with ratings and the components they affect.
 pub fn cyclonedx(assessment: &Assessment, packages: &[Package], serial: &str) -> Value {
-    let os_id = assessment.os.as_ref().map(|o| o.family.as_str());
+    let distro = assessment.os.as_ref().map(patchpilot_model::purl::Distro::from);
     let mut components = Vec::new();
     let mut refs: BTreeMap<String, String> = BTreeMap::new();
     if let Some(os) = &assessment.os {
@@ -172,7 +172,7 @@ pub fn cyclonedx(assessment: &Assessment, packages: &[Package], serial: &str) ->
         );
     }
     for p in packages {
-        let purl = p.purl(os_id);
+        let purl = p.purl(distro);
         if refs.contains_key(&purl) {
             continue;
         }
