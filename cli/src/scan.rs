@@ -153,8 +153,7 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         let catalog = scanner.catalog_image(&image)?;
         (image, catalog)
     };
-    let os_id = catalog.os.as_ref().map(|o| o.id.clone());
-    let matched = matching::match_catalog(&catalog, &db, os_id.as_deref())?;
+    let matched = matching::match_catalog(&catalog, &db)?;
     if !args.quiet {
         for w in catalog.warnings.iter().chain(&matched.warnings) {
             eprintln!("warning: {w}");

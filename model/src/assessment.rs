@@ -246,7 +246,28 @@ pub struct OperatingSystem {
     pub ecosystem: String,
 }
 
+/// Debian release numbers by code name, from Debian's distro-info-data
+/// (`debian.csv`): for `debian_version` on testing (`bookworm/sid`) and for
+/// package URLs whose `distro` is a code name (`distro=jessie`).
+const DEBIAN_CODENAMES: &[(&str, &str)] = &[
+    ("squeeze", "6"),
+    ("wheezy", "7"),
+    ("jessie", "8"),
+    ("stretch", "9"),
+    ("buster", "10"),
+    ("bullseye", "11"),
+    ("bookworm", "12"),
+    ("trixie", "13"),
+    ("forky", "14"),
+];
+
 impl OperatingSystem {
+    /// The Debian release number of a code name (`bookworm` → `12`), or
+    /// `None` for a name Debian's distro-info-data does not list here.
+    pub fn debian_release(codename: &str) -> Option<&'static str> {
+        DEBIAN_CODENAMES.iter().find(|(name, _)| *name == codename).map(|(_, release)| *release)
+    }
+
     /// Builds the OSV ecosystem name of a distribution, e.g. `alpine`,
     /// `3.19.1` → `Alpine:v3.19`; `debian`, `12.5` → `Debian:12`.
     pub fn osv_ecosystem(family: &str, version: &str) -> String {

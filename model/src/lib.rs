@@ -28,6 +28,10 @@
 //! - [`event`]: fleet events.
 //! - [`wire`]: the [`Wire`] trait every bus message implements.
 //! - [`names`]: enums with one stable name per variant ([`named_enum!`]).
+//! - [`package_names`]: package names in each ecosystem's canonical form
+//!   (PyPI's normalisation, the purl types' case rules).
+//! - [`purl`]: package URLs in PatchPilot's canonical form, and how two
+//!   compare (epochs, `distro`, vendors).
 
 pub mod agent;
 pub mod assessment;
@@ -37,6 +41,8 @@ pub mod credential;
 mod error;
 pub mod event;
 pub mod names;
+pub mod package_names;
+pub mod purl;
 pub mod remediation;
 pub mod report;
 pub mod retrospective;

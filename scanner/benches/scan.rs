@@ -1855,11 +1855,10 @@ fn main() -> anyhow::Result<()> {
         let catalog = scanner.catalog_fs(&fs, &digests);
         phases.entry("3 catalog").or_default().push(clock.elapsed());
         let clock = Instant::now();
-        let os_id = catalog.os.as_ref().map(|o| o.id.clone());
-        let matched = matching::match_catalog(&catalog, &db, os_id.as_deref())?;
+        let matched = matching::match_catalog(&catalog, &db)?;
         phases.entry("4 match").or_default().push(clock.elapsed());
         let clock = Instant::now();
-        let matched_analyzed = matching::match_catalog(&catalog, &analyzed_db, os_id.as_deref())?;
+        let matched_analyzed = matching::match_catalog(&catalog, &analyzed_db)?;
         phases.entry("4' match, DB after ANALYZE").or_default().push(clock.elapsed());
         std::hint::black_box(matched_analyzed.findings.len());
         lookups = matched.packages_checked;

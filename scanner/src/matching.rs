@@ -15,8 +15,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use patchpilot_model::purl::Distro;
 use patchpilot_model::{Cvss, Finding, Package as FindingPackage, Severity};
 
+use crate::catalog::os_release::OsRelease;
 use crate::cvss;
 use crate::db::{AdvisoryDb, Match};
 use crate::osv::Record;
@@ -40,8 +42,10 @@ pub struct Matched {
 #[error("advisory lookup failed")]
 pub struct Error(#[source] pub crate::db::Error);
 
-/// Matches every package of `catalog` against `db`.
-pub fn match_catalog(catalog: &Catalog, db: &AdvisoryDb, os_id: Option<&str>) -> Result<Matched, Error> {
+/// Matches every package of `catalog` against `db`. Findings name their
+/// package by its package URL, with the catalog's distribution release.
+pub fn match_catalog(catalog: &Catalog, db: &AdvisoryDb) -> Result<Matched, Error> {
+    let os = catalog.os.as_ref().map(OsRelease::distro);
     let mut out = Matched::default();
     let mut unsupported: BTreeMap<String, usize> = BTreeMap::new();
     // Binary packages of one source package share its advisories: look
@@ -62,7 +66,7 @@ pub fn match_catalog(catalog: &Catalog, db: &AdvisoryDb, os_id: Option<&str>) ->
             package.advisory_version().to_owned(),
         );
         if let Some(matches) = looked_up.get(&key) {
-            out.findings.extend(merge(package, matches.clone(), scheme, os_id));
+            out.findings.extend(merge(package, matches.clone(), scheme, os));
             continue;
         }
         let matches = match db.query(&package.ecosystem, package.advisory_name(), package.advisory_version())
@@ -77,7 +81,7 @@ pub fn match_catalog(catalog: &Catalog, db: &AdvisoryDb, os_id: Option<&str>) ->
             }
             Err(e) => return Err(Error(e)),
         };
-        out.findings.extend(merge(package, matches.clone(), scheme, os_id));
+        out.findings.extend(merge(package, matches.clone(), scheme, os));
         looked_up.insert(key, matches);
     }
     for (ecosystem, n) in unsupported {
@@ -97,7 +101,7 @@ pub fn match_catalog(catalog: &Catalog, db: &AdvisoryDb, os_id: Option<&str>) ->
 }
 
 /// Groups `matches` by alias closure and builds one finding per group.
-fn merge(package: &Package, matches: Vec<Match>, scheme: Scheme, os_id: Option<&str>) -> Vec<Finding> {
+fn merge(package: &Package, matches: Vec<Match>, scheme: Scheme, os: Option<Distro<'_>>) -> Vec<Finding> {
     // Union-find over advisory indexes, joined when ids or aliases overlap.
     let n = matches.len();
     let mut parent: Vec<usize> = (0..n).collect();
@@ -127,7 +131,7 @@ fn merge(package: &Package, matches: Vec<Match>, scheme: Scheme, os_id: Option<&
         let root = find(&mut parent, i);
         groups.entry(root).or_default().push(m);
     }
-    groups.into_values().map(|group| finding(package, &group, scheme, os_id)).collect()
+    groups.into_values().map(|group| finding(package, &group, scheme, os)).collect()
 }
 
 /// The preferred primary id: a CVE, then a GHSA, then the first record's id.
@@ -139,7 +143,7 @@ fn primary_id(ids: &BTreeSet<String>, first: &str) -> String {
         .unwrap_or_else(|| first.to_owned())
 }
 
-fn finding(package: &Package, group: &[&Match], scheme: Scheme, os_id: Option<&str>) -> Finding {
+fn finding(package: &Package, group: &[&Match], scheme: Scheme, os: Option<Distro<'_>>) -> Finding {
     let mut ids = BTreeSet::new();
     for m in group {
         ids.insert(m.record.id.clone());
@@ -174,7 +178,7 @@ fn finding(package: &Package, group: &[&Match], scheme: Scheme, os_id: Option<&s
             source_version: package.source_version.clone().unwrap_or_default(),
             path: package.path.clone(),
             layer: package.layer.clone().unwrap_or_default(),
-            purl: package.purl(os_id),
+            purl: package.purl(os),
         },
         fixed_versions: fixed,
         severity,

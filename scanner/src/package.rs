@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use patchpilot_model::purl::{self, Distro, Purl};
+
 /// Packaging format of an installed package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PackageKind {
@@ -95,6 +97,10 @@ pub struct Package {
     pub source_name: Option<String>,
     /// Source package version, when it differs from `version`.
     pub source_version: Option<String>,
+    /// Architecture as the package database records it (dpkg
+    /// `Architecture:`, apk `A:`, rpm `ARCH`: `amd64`, `x86_64`, `noarch`…);
+    /// `None` for language packages.
+    pub arch: Option<String>,
     /// Path inside the image of the file the package was found in: the
     /// package database, the binary, the METADATA file, the jar.
     pub path: String,
@@ -123,55 +129,60 @@ impl Package {
     }
 }
 
-/// Percent-encodes the characters a purl segment may not carry raw.
-fn purl_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'_' | b'~' | b'+' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
+impl Package {
+    /// The package URL in PatchPilot's canonical form
+    /// ([`patchpilot_model::purl`], which names the purl-spec rules it
+    /// follows). OS packages take the distribution's vendor as namespace
+    /// (`alpine`, `debian`, `redhat`…; `unknown` without `os`), their
+    /// architecture as `arch` and the release as `distro`
+    /// (`debian-12`); an rpm epoch becomes the `epoch` qualifier.
+    ///
+    /// Empty only for a package no purl can be built for (an empty name,
+    /// which no cataloger produces).
+    pub fn purl(&self, os: Option<Distro<'_>>) -> String {
+        match self.canonical_purl(os) {
+            Ok(purl) => purl.to_string(),
+            Err(e) => {
+                tracing::debug!(package = %self.name, version = %self.version, error = %e, "no package URL");
+                String::new()
+            }
         }
     }
-    out
-}
 
-impl Package {
-    /// The package URL (<https://github.com/package-url/purl-spec>). OS
-    /// packages take the distribution id (`alpine`, `debian`…) as
-    /// namespace.
-    pub fn purl(&self, os_id: Option<&str>) -> String {
-        let version = purl_encode(&self.version);
-        let kind = self.kind.purl_type();
+    /// The package URL as a [`Purl`]; see [`Package::purl`].
+    pub fn canonical_purl(&self, os: Option<Distro<'_>>) -> Result<Purl, purl::Error> {
+        let ty = self.kind.purl_type();
+        let version = Some(self.version.as_str());
         match self.kind {
             PackageKind::Apk | PackageKind::Deb | PackageKind::Rpm => {
-                let namespace = match os_id.unwrap_or_default() {
-                    "rhel" => "redhat",
-                    "" => "unknown",
-                    other => other,
-                };
-                format!("pkg:{kind}/{}/{}@{version}", purl_encode(namespace), purl_encode(&self.name))
+                let vendor = os.map(|d| d.vendor()).unwrap_or_else(|| "unknown".to_owned());
+                let distro = os.and_then(|d| d.qualifier());
+                let qualifiers: Vec<(&str, &str)> =
+                    [("arch", self.arch.as_deref()), ("distro", distro.as_deref())]
+                        .into_iter()
+                        .filter_map(|(key, value)| Some((key, value?)))
+                        .collect();
+                Purl::build(ty, Some(&vendor), &self.name, version, &qualifiers, None)
             }
-            PackageKind::GoModule => {
-                let segments: Vec<String> = self.name.split('/').map(purl_encode).collect();
-                format!("pkg:{kind}/{}@{version}", segments.join("/"))
-            }
-            PackageKind::Python => {
-                let name = self.name.to_ascii_lowercase().replace(['_', '.'], "-");
-                format!("pkg:{kind}/{}@{version}", purl_encode(&name))
-            }
+            // A module path's last element is the name, the rest the
+            // namespace; the standard library (`stdlib`) has none.
+            PackageKind::GoModule => match self.name.rsplit_once('/') {
+                Some((namespace, name)) => Purl::build(ty, Some(namespace), name, version, &[], None),
+                None => Purl::build(ty, None, &self.name, version, &[], None),
+            },
             PackageKind::Npm => match self.name.split_once('/') {
                 Some((scope, name)) if scope.starts_with('@') => {
-                    format!("pkg:{kind}/{}/{}@{version}", purl_encode(scope), purl_encode(name))
+                    Purl::build(ty, Some(scope), name, version, &[], None)
                 }
-                _ => format!("pkg:{kind}/{}@{version}", purl_encode(&self.name)),
+                _ => Purl::build(ty, None, &self.name, version, &[], None),
             },
             PackageKind::JavaArchive => match self.name.split_once(':') {
-                Some((group, artifact)) => {
-                    format!("pkg:{kind}/{}/{}@{version}", purl_encode(group), purl_encode(artifact))
-                }
-                None => format!("pkg:{kind}/{}@{version}", purl_encode(&self.name)),
+                Some((group, artifact)) => Purl::build(ty, Some(group), artifact, version, &[], None),
+                None => Purl::build(ty, None, &self.name, version, &[], None),
             },
-            PackageKind::RustCrate => format!("pkg:{kind}/{}@{version}", purl_encode(&self.name)),
+            PackageKind::Python | PackageKind::RustCrate => {
+                Purl::build(ty, None, &self.name, version, &[], None)
+            }
         }
     }
 }
@@ -187,23 +198,50 @@ mod tests {
             kind,
             source_name: None,
             source_version: None,
+            arch: None,
             path: String::new(),
             layer: None,
             ecosystem: String::new(),
         }
     }
 
+    fn distro(id: &'static str, version_id: &'static str) -> Option<Distro<'static>> {
+        Some(Distro { id, version_id })
+    }
+
+    fn with_arch(mut p: Package, arch: &str) -> Package {
+        p.arch = Some(arch.into());
+        p
+    }
+
     #[test]
     fn purls_follow_the_spec_examples() {
-        // Examples from the purl spec's PURL-TYPES document.
+        // Examples of the purl spec's type definitions and test suite
+        // (package-url/purl-spec `types/`, `tests/types/`).
         assert_eq!(
-            pkg(PackageKind::Deb, "curl", "7.50.3-1").purl(Some("debian")),
+            pkg(PackageKind::Deb, "curl", "7.50.3-1").purl(distro("debian", "")),
             "pkg:deb/debian/curl@7.50.3-1"
+        );
+        assert_eq!(
+            with_arch(pkg(PackageKind::Deb, "attr", "1:2.4.47-2+b1"), "amd64").purl(distro("debian", "")),
+            "pkg:deb/debian/attr@1:2.4.47-2%2Bb1?arch=amd64",
+            "deb keeps the epoch in the version and encodes `+`"
+        );
+        assert_eq!(
+            with_arch(pkg(PackageKind::Rpm, "centerim", "1:4.22.10-1.el6"), "i686")
+                .purl(distro("fedora", "25")),
+            "pkg:rpm/fedora/centerim@4.22.10-1.el6?arch=i686&distro=fedora-25&epoch=1",
+            "rpm puts the epoch in a qualifier"
+        );
+        assert_eq!(
+            with_arch(pkg(PackageKind::Apk, "curl", "7.83.0-r0"), "x86").purl(distro("alpine", "")),
+            "pkg:apk/alpine/curl@7.83.0-r0?arch=x86"
         );
         assert_eq!(
             pkg(PackageKind::GoModule, "github.com/gorilla/context", "234fd47e07d1004f0aed9c").purl(None),
             "pkg:golang/github.com/gorilla/context@234fd47e07d1004f0aed9c"
         );
+        assert_eq!(pkg(PackageKind::GoModule, "stdlib", "v1.22.2").purl(None), "pkg:golang/stdlib@v1.22.2");
         assert_eq!(
             pkg(PackageKind::Npm, "@angular/animation", "12.3.1").purl(None),
             "pkg:npm/%40angular/animation@12.3.1"
@@ -213,17 +251,44 @@ mod tests {
             "pkg:pypi/django-allauth@12.23"
         );
         assert_eq!(
+            pkg(PackageKind::Python, "zope.interface", "6.1").purl(None),
+            "pkg:pypi/zope-interface@6.1"
+        );
+        assert_eq!(
             pkg(PackageKind::JavaArchive, "org.apache.xmlgraphics:batik-anim", "1.9.1").purl(None),
             "pkg:maven/org.apache.xmlgraphics/batik-anim@1.9.1"
         );
+        assert_eq!(pkg(PackageKind::RustCrate, "rand", "0.7.2").purl(None), "pkg:cargo/rand@0.7.2");
         assert_eq!(
-            pkg(PackageKind::Rpm, "curl", "7.50.3-1.fc25").purl(Some("rhel")),
+            pkg(PackageKind::Rpm, "curl", "7.50.3-1.fc25").purl(distro("rhel", "")),
             "pkg:rpm/redhat/curl@7.50.3-1.fc25"
         );
         assert_eq!(
-            pkg(PackageKind::Deb, "openssl", "1:3.0.2-0ubuntu1").purl(Some("ubuntu")),
-            "pkg:deb/ubuntu/openssl@1%3A3.0.2-0ubuntu1"
+            pkg(PackageKind::Deb, "openssl", "1:3.0.2-0ubuntu1").purl(distro("ubuntu", "")),
+            "pkg:deb/ubuntu/openssl@1:3.0.2-0ubuntu1",
+            "the spec leaves `:` unencoded"
         );
+    }
+
+    #[test]
+    fn os_purls_carry_arch_and_the_release() {
+        let libssl = with_arch(pkg(PackageKind::Deb, "libssl3", "3.0.11-1~deb12u2"), "amd64");
+        assert_eq!(
+            libssl.purl(distro("debian", "12")),
+            "pkg:deb/debian/libssl3@3.0.11-1~deb12u2?arch=amd64&distro=debian-12"
+        );
+        let busybox = with_arch(pkg(PackageKind::Apk, "busybox", "1.36.1-r15"), "x86_64");
+        assert_eq!(
+            busybox.purl(distro("alpine", "3.19.1")),
+            "pkg:apk/alpine/busybox@1.36.1-r15?arch=x86_64&distro=alpine-3.19.1"
+        );
+        let openssl = with_arch(pkg(PackageKind::Rpm, "openssl", "1:3.0.7-27.el9"), "x86_64");
+        assert_eq!(
+            openssl.purl(distro("rhel", "9.3")),
+            "pkg:rpm/redhat/openssl@3.0.7-27.el9?arch=x86_64&distro=rhel-9.3&epoch=1"
+        );
+        assert_eq!(pkg(PackageKind::Deb, "curl", "1").purl(None), "pkg:deb/unknown/curl@1");
+        assert_eq!(pkg(PackageKind::Deb, "", "1").purl(None), "", "no purl without a name");
     }
 
     #[test]

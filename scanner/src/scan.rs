@@ -23,9 +23,8 @@ pub fn scan_image(
     image: &Image,
 ) -> Result<(Assessment, Catalog, crate::matching::Matched), String> {
     let catalog = scanner.catalog_image(image).map_err(|e| patchpilot_model::error_chain(&e))?;
-    let os_id = catalog.os.as_ref().map(|o| o.id.clone());
-    let matched = crate::matching::match_catalog(&catalog, db, os_id.as_deref())
-        .map_err(|e| patchpilot_model::error_chain(&e))?;
+    let matched =
+        crate::matching::match_catalog(&catalog, db).map_err(|e| patchpilot_model::error_chain(&e))?;
     let assessment = crate::report::assessment(image, &catalog, &matched)?;
     Ok((assessment, catalog, matched))
 }

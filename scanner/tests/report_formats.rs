@@ -160,8 +160,7 @@ fn scan(advisories: bool) -> Scan {
         (dir, db)
     };
     let catalog = Scanner::default().catalog_image(&image).expect("catalog");
-    let matched =
-        matching::match_catalog(&catalog, &db, catalog.os.as_ref().map(|o| o.id.as_str())).expect("match");
+    let matched = matching::match_catalog(&catalog, &db).expect("match");
     let assessment = report::assessment(&image, &catalog, &matched).expect("assessment");
     Scan { _db_dir: db_dir, _layout: layout, manifest_digest, image, catalog, assessment }
 }
@@ -408,10 +407,10 @@ fn cyclonedx_of_a_scan_is_valid_and_describes_image_packages_and_vulnerabilities
     let by_ref: BTreeMap<&str, &Value> =
         components.iter().map(|c| (c["bom-ref"].as_str().unwrap_or(""), c)).collect();
     let purls: BTreeSet<&str> = components.iter().filter_map(|c| c["purl"].as_str()).collect();
-    let os_id = scanned.catalog.os.as_ref().map(|o| o.id.as_str());
-    let catalog_purls: BTreeSet<String> = scanned.catalog.packages.iter().map(|p| p.purl(os_id)).collect();
+    let os = scanned.catalog.os.as_ref().map(|o| o.distro());
+    let catalog_purls: BTreeSet<String> = scanned.catalog.packages.iter().map(|p| p.purl(os)).collect();
     assert_eq!(purls, catalog_purls.iter().map(String::as_str).collect(), "every cataloged package, once");
-    assert!(purls.contains("pkg:apk/alpine/musl@1.1.14-r10"));
+    assert!(purls.contains("pkg:apk/alpine/musl@1.1.14-r10?arch=x86_64&distro=alpine-3.19.1"), "{purls:?}");
 
     let vulnerabilities = bom["vulnerabilities"].as_array().expect("vulnerabilities");
     assert_eq!(vulnerabilities.len(), findings.len(), "one vulnerability per finding");
@@ -526,8 +525,8 @@ fn a_scan_without_findings_gives_valid_empty_reports() {
     assert_eq!(bom["vulnerabilities"], json!([]));
     let libraries =
         bom["components"].as_array().expect("components").iter().filter(|c| c["type"] == "library").count();
-    let os_id = scanned.catalog.os.as_ref().map(|o| o.id.as_str());
-    let distinct: BTreeSet<String> = scanned.catalog.packages.iter().map(|p| p.purl(os_id)).collect();
+    let os = scanned.catalog.os.as_ref().map(|o| o.distro());
+    let distinct: BTreeSet<String> = scanned.catalog.packages.iter().map(|p| p.purl(os)).collect();
     assert_eq!(libraries, distinct.len(), "the inventory does not depend on findings");
 }
 

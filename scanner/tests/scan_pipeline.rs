@@ -18,8 +18,7 @@ type Row = (String, String, String, String, Severity);
 fn summary(image: &image::Image) -> (Vec<Row>, Vec<String>) {
     let (_dir, db) = db();
     let catalog = Scanner::default().catalog_image(image).expect("catalog");
-    let matched =
-        matching::match_catalog(&catalog, &db, catalog.os.as_ref().map(|o| o.id.as_str())).expect("match");
+    let matched = matching::match_catalog(&catalog, &db).expect("match");
     let rows = matched
         .findings
         .iter()
@@ -87,12 +86,12 @@ fn findings_carry_layer_and_path() {
     let image = image::open_oci_layout(dir.path(), None, &PlatformChoice::default()).expect("layout");
     let (_db_dir, db) = db();
     let catalog = Scanner::default().catalog_image(&image).expect("catalog");
-    let matched = matching::match_catalog(&catalog, &db, Some("alpine")).expect("match");
+    let matched = matching::match_catalog(&catalog, &db).expect("match");
     let musl = matched.findings.iter().find(|f| f.package.name == "musl").expect("musl finding");
     assert_eq!(musl.package.path, "lib/apk/db/installed");
     assert_eq!(musl.package.layer, image.layers[0].digest, "the bottom layer added it");
     assert_eq!(musl.package.ecosystem, "Alpine:v3.19");
-    assert_eq!(musl.package.purl, "pkg:apk/alpine/musl@1.1.14-r10");
+    assert_eq!(musl.package.purl, "pkg:apk/alpine/musl@1.1.14-r10?arch=x86_64&distro=alpine-3.19.1");
     let yaml = matched.findings.iter().find(|f| f.package.name == "PyYAML").expect("PyYAML finding");
     assert_eq!(yaml.package.layer, image.layers[1].digest, "the zstd layer added it");
     assert_eq!(catalog.layers.len(), 3);

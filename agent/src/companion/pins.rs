@@ -23,6 +23,7 @@
 
 use std::ops::Range;
 
+use patchpilot_model::package_names;
 use serde::Deserialize;
 
 use super::table::Companion;
@@ -591,10 +592,9 @@ type Clauses = Vec<(Op, Range<usize>)>;
 /// (PEP 508 names compare normalized): each clause's operator and version
 /// range. `None` when it names another package.
 fn requirement_clauses(spec: &str, package: &str) -> Option<Result<Clauses, String>> {
-    let norm = |s: &str| s.to_ascii_lowercase().replace(['_', '.'], "-");
     let name_len =
         spec.find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c))).unwrap_or(spec.len());
-    if name_len == 0 || norm(&spec[..name_len]) != norm(package) {
+    if name_len == 0 || package_names::pypi(&spec[..name_len]) != package_names::pypi(package) {
         return None;
     }
     let mut at = name_len;

@@ -411,6 +411,7 @@ mod tests {
                 kind: PackageKind::Apk,
                 source_name: Some("openssl".into()),
                 source_version: None,
+                arch: None,
                 path: "lib/apk/db/installed".into(),
                 layer: None,
                 ecosystem: "Alpine:v3.19".into(),

@@ -51,6 +51,7 @@ struct Stanza {
     name: Option<String>,
     version: Option<String>,
     origin: Option<String>,
+    arch: Option<String>,
 }
 
 fn parse_installed(path: &str, data: &[u8]) -> Result<Vec<Package>, Error> {
@@ -83,6 +84,7 @@ fn parse_installed(path: &str, data: &[u8]) -> Result<Vec<Package>, Error> {
             b'P' => &mut current.name,
             b'V' => &mut current.version,
             b'o' => &mut current.origin,
+            b'A' => &mut current.arch,
             _ => continue,
         };
         if slot.is_some() {
@@ -127,6 +129,7 @@ fn finish(path: &str, stanza: Stanza) -> Result<Package, Error> {
         source_name,
         // apk builds every subpackage from its origin at the same version.
         source_version: None,
+        arch: stanza.arch.filter(|a| !a.is_empty()),
         path: path.to_owned(),
         layer: None,
         ecosystem: String::new(),

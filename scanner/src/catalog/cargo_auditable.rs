@@ -165,6 +165,7 @@ fn packages(list: &DependencyList, path: &str) -> Vec<Package> {
             kind: PackageKind::RustCrate,
             source_name: None,
             source_version: None,
+            arch: None,
             path: path.to_owned(),
             layer: None,
             ecosystem: "crates.io".to_owned(),

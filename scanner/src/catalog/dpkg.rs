@@ -20,7 +20,8 @@
 //!   `deinstall ok installed` are still installed. distroless control files
 //!   carry no `Status` and list only installed packages;
 //! - `Source: name` or `Source: name (version)`: the source package, and its
-//!   version when it differs from the binary's (binNMUs, `+b1`).
+//!   version when it differs from the binary's (binNMUs, `+b1`);
+//! - `Architecture` (`amd64`, `all`…), for the package URL's `arch`.
 //!
 //! A stanza without `Package`, an installed stanza without `Version`, a line
 //! that is neither a field nor a continuation, or a NUL byte means the file is
@@ -65,6 +66,7 @@ struct Stanza {
     version: Option<String>,
     status: Option<String>,
     source: Option<String>,
+    architecture: Option<String>,
 }
 
 /// Which field a continuation line belongs to; continuations of used fields
@@ -137,6 +139,8 @@ fn parse_control(path: &str, data: &[u8]) -> Result<Vec<Package>, Error> {
             ("Status", &mut current.status)
         } else if field_name.eq_ignore_ascii_case(b"Source") {
             ("Source", &mut current.source)
+        } else if field_name.eq_ignore_ascii_case(b"Architecture") {
+            ("Architecture", &mut current.architecture)
         } else {
             last_field = LastField::Other;
             continue;
@@ -220,6 +224,7 @@ fn finish(path: &str, stanza: Stanza) -> Result<Option<Package>, Error> {
         kind: PackageKind::Deb,
         source_name,
         source_version,
+        arch: stanza.architecture.filter(|a| !a.is_empty()),
         path: path.to_owned(),
         layer: None,
         ecosystem: String::new(),

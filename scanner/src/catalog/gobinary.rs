@@ -654,6 +654,7 @@ fn packages(info: &BuildInfo, path: &str) -> Vec<Package> {
         kind: PackageKind::GoModule,
         source_name: None,
         source_version: None,
+        arch: None,
         path: path.to_owned(),
         layer: None,
         ecosystem: "Go".to_owned(),

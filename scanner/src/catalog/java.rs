@@ -310,6 +310,7 @@ fn java_package(name: String, version: String, path: &str) -> Package {
         kind: PackageKind::JavaArchive,
         source_name: None,
         source_version: None,
+        arch: None,
         path: path.to_owned(),
         layer: None,
         ecosystem: "Maven".to_owned(),

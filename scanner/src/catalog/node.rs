@@ -75,6 +75,7 @@ fn parse_package_json(path: &str, data: &[u8]) -> Result<Vec<Package>, Error> {
         kind: PackageKind::Npm,
         source_name: None,
         source_version: None,
+        arch: None,
         path: path.to_owned(),
         layer: None,
         ecosystem: "npm".to_owned(),

@@ -53,26 +53,17 @@ pub const FILES: &[&str] = &[
     "etc/centos-release",
 ];
 
-/// Debian release numbers by code name, from Debian's distro-info-data
-/// (`debian.csv`); used when only a code name is known (`bookworm/sid` in
-/// `debian_version` on testing).
-const DEBIAN_CODENAMES: &[(&str, &str)] = &[
-    ("squeeze", "6"),
-    ("wheezy", "7"),
-    ("jessie", "8"),
-    ("stretch", "9"),
-    ("buster", "10"),
-    ("bullseye", "11"),
-    ("bookworm", "12"),
-    ("trixie", "13"),
-    ("forky", "14"),
-];
-
 /// The longest release file accepted; real ones are a few hundred bytes, and
 /// this bounds what a hostile image can make detection hold in memory.
 const MAX_RELEASE_FILE: usize = 64 * 1024;
 
 impl OsRelease {
+    /// The release as package URLs name it (`ID`, `VERSION_ID`): their
+    /// vendor namespace and `distro` qualifier.
+    pub fn distro(&self) -> patchpilot_model::purl::Distro<'_> {
+        patchpilot_model::purl::Distro { id: &self.id, version_id: &self.version_id }
+    }
+
     /// The OSV ecosystem of this distribution's packages (`Alpine:v3.19`,
     /// `Debian:12`, `Ubuntu:22.04:LTS`, `Wolfi`…), or `None` when OSV has no
     /// ecosystem for it or the release needed to name one is unknown.
@@ -274,8 +265,7 @@ fn leading_digits(text: &str) -> Option<&str> {
 
 /// The Debian release of a `<codename>/sid` or `<codename>` string.
 fn debian_codename_release(text: &str) -> Option<&'static str> {
-    let codename = text.split('/').next()?.trim();
-    DEBIAN_CODENAMES.iter().find(|(name, _)| *name == codename).map(|(_, release)| *release)
+    patchpilot_model::OperatingSystem::debian_release(text.split('/').next()?.trim())
 }
 
 /// `(year, month)` of an Ubuntu `YY.MM` release (`22.04`, or `22.04.3`).

@@ -14,9 +14,10 @@
 //! description). The file must be UTF-8, as the specification requires.
 //!
 //! `Name` is kept as written (`Pygments`, `zope.interface`). OSV's PyPI
-//! records use the PEP 503 normalised name, so the matcher must compare
-//! [`normalize_name`] of both sides (`Pygments` and `pygments`,
-//! `zope.interface` and `zope-interface` are the same project).
+//! records use the normalised name, so the advisory DB compares
+//! [`patchpilot_model::package_names::pypi`] of both sides (`Pygments` and
+//! `pygments`, `zope.interface` and `zope-interface` are the same project),
+//! and the package URL carries the normalised name.
 
 use super::{Cataloger, Error};
 use crate::package::{Package, PackageKind};
@@ -49,26 +50,6 @@ impl Cataloger for PythonCataloger {
     fn parse(&self, path: &str, data: &[u8]) -> Result<Vec<Package>, Error> {
         parse_metadata(path, data).map(|package| vec![package])
     }
-}
-
-/// PEP 503's normalised form of a project name: lower case, with every run of
-/// `-`, `_` and `.` replaced by one `-`. Names that normalise to the same
-/// string are the same PyPI project.
-pub fn normalize_name(name: &str) -> String {
-    let mut normalized = String::with_capacity(name.len());
-    let mut in_separator_run = false;
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !in_separator_run {
-                normalized.push('-');
-            }
-            in_separator_run = true;
-        } else {
-            normalized.extend(c.to_lowercase());
-            in_separator_run = false;
-        }
-    }
-    normalized
 }
 
 fn parse_metadata(path: &str, data: &[u8]) -> Result<Package, Error> {
@@ -128,6 +109,7 @@ fn parse_metadata(path: &str, data: &[u8]) -> Result<Package, Error> {
         kind: PackageKind::Python,
         source_name: None,
         source_version: None,
+        arch: None,
         path: path.to_owned(),
         layer: None,
         ecosystem: "PyPI".to_owned(),
@@ -243,13 +225,5 @@ mod tests {
         assert!(err.reason.contains("UTF-8"), "{err}");
         let err = PythonCataloger.parse(PATH, b"\x01\x02garbage\n").expect_err("garbage");
         assert!(err.reason.contains("Name"), "{err}");
-    }
-
-    #[test]
-    fn pep503_normalisation() {
-        assert_eq!(normalize_name("Pygments"), "pygments");
-        assert_eq!(normalize_name("zope.interface"), "zope-interface");
-        assert_eq!(normalize_name("Foo__Bar-.baz"), "foo-bar-baz");
-        assert_eq!(normalize_name("ruamel.yaml.clib"), "ruamel-yaml-clib");
     }
 }

@@ -21,6 +21,8 @@
 
 use std::borrow::Cow;
 
+use patchpilot_model::package_names;
+
 /// The ecosystem without its release or variant suffix: `Debian:12` →
 /// `Debian`, `Ubuntu:Pro:18.04:LTS` → `Ubuntu`, `PyPI` → `PyPI`.
 pub(crate) fn base_ecosystem(ecosystem: &str) -> &str {
@@ -65,28 +67,14 @@ pub(crate) fn query_ecosystem(ecosystem: &str) -> Cow<'_, str> {
     Cow::Borrowed(ecosystem)
 }
 
-/// The package-name key of `name` in `ecosystem`: PEP 503 normalised for
-/// PyPI, unchanged elsewhere.
+/// The package-name key of `name` in `ecosystem`: normalised for PyPI
+/// ([`package_names::pypi`], PEP 503), unchanged elsewhere.
 pub(crate) fn name_key<'a>(ecosystem: &str, name: &'a str) -> Cow<'a, str> {
-    if base_ecosystem(ecosystem) == "PyPI" { Cow::Owned(pep503_normalise(name)) } else { Cow::Borrowed(name) }
-}
-
-/// PEP 503: lower case, and every run of `-`, `_` and `.` becomes one `-`.
-fn pep503_normalise(name: &str) -> String {
-    let mut normalised = String::with_capacity(name.len());
-    let mut in_separator_run = false;
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !in_separator_run {
-                normalised.push('-');
-            }
-            in_separator_run = true;
-        } else {
-            normalised.extend(c.to_lowercase());
-            in_separator_run = false;
-        }
+    if base_ecosystem(ecosystem) == "PyPI" {
+        Cow::Owned(package_names::pypi(name))
+    } else {
+        Cow::Borrowed(name)
     }
-    normalised
 }
 
 /// `Ubuntu:Pro:18.04:LTS` → `Ubuntu:18.04`; `None` for other ecosystems.

@@ -75,9 +75,10 @@ pub struct Sbom<'a> {
 }
 
 impl Sbom<'_> {
-    /// The distribution id purls of OS packages are namespaced by.
-    fn os_id(&self) -> Option<&str> {
-        self.assessment.os.as_ref().map(|o| o.family.as_str())
+    /// The distribution purls of OS packages are namespaced and qualified
+    /// by.
+    fn distro(&self) -> Option<patchpilot_model::purl::Distro> {
+        self.assessment.os.as_ref().map(patchpilot_model::purl::Distro::from)
     }
 
     /// Every package once, with its purl, in catalog order: two catalog
@@ -88,7 +89,7 @@ impl Sbom<'_> {
         self.packages
             .iter()
             .filter_map(|p| {
-                let purl = p.purl(self.os_id());
+                let purl = p.purl(self.distro());
                 seen.insert(purl.clone()).then_some((p, purl))
             })
             .collect()

@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 
+use patchpilot_model::package_names;
 use patchpilot_scanner::version::Scheme;
 
 use super::{Attempts, Job, Refused};
@@ -14,7 +15,7 @@ impl Job<'_> {
     /// Rewrites every exact pin of the installed version in the requirements files.
     pub(super) fn pip(&self) -> Result<Step, Refused> {
         let (name, installed, target) = (self.name, self.installed_version(), self.target.version.as_str());
-        let wanted = pep503(name);
+        let wanted = package_names::pypi(name);
         let same = |v: &str| v == installed || Scheme::Pep440.compare(v, installed) == Ok(Ordering::Equal);
         let mut edits: Vec<(String, String, Vec<Span>)> = Vec::new();
         let mut hashed = Vec::new();
@@ -22,7 +23,9 @@ impl Job<'_> {
             let Some(text) = self.read(rel) else { continue };
             let mut spans = Vec::new();
             for pin in requirement_pins(&text) {
-                if pep503(&pin.name) != wanted || !same(text.get(pin.version.clone()).unwrap_or_default()) {
+                if package_names::pypi(&pin.name) != wanted
+                    || !same(text.get(pin.version.clone()).unwrap_or_default())
+                {
                     continue;
                 }
                 if pin.hashed {
@@ -74,24 +77,6 @@ impl Job<'_> {
             format!("changed the pin {name}=={installed} to =={target}"),
         )
     }
-}
-
-/// PEP 503 normalised project name: lowercase, runs of `-_.` as one `-`.
-fn pep503(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut in_run = false;
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !in_run {
-                out.push('-');
-            }
-            in_run = true;
-        } else {
-            out.push(c.to_ascii_lowercase());
-            in_run = false;
-        }
-    }
-    out
 }
 
 /// A `name==version` pin in a requirements file.
@@ -217,7 +202,7 @@ mod tests {
                 ("spaced", "6.0", false, 9)
             ]
         );
-        assert_eq!(pep503("Bar_Baz"), pep503("bar.baz"));
-        assert_eq!(pep503("importlib_metadata"), "importlib-metadata");
+        assert_eq!(package_names::pypi("Bar_Baz"), package_names::pypi("bar.baz"));
+        assert_eq!(package_names::pypi("importlib_metadata"), "importlib-metadata");
     }
 }

@@ -153,6 +153,7 @@ fn package(header: &RpmHeader, path: &str) -> Package {
         kind: PackageKind::Rpm,
         source_name,
         source_version,
+        arch: header.arch.clone(),
         path: path.to_owned(),
         layer: None,
         ecosystem: String::new(),
