@@ -77,7 +77,7 @@ pub struct Sbom<'a> {
 impl Sbom<'_> {
     /// The distribution purls of OS packages are namespaced and qualified
     /// by.
-    fn distro(&self) -> Option<patchpilot_model::purl::Distro> {
+    fn distro(&self) -> Option<patchpilot_model::purl::Distro<'_>> {
         self.assessment.os.as_ref().map(patchpilot_model::purl::Distro::from)
     }
 

@@ -168,6 +168,7 @@ mod tests {
             kind: PackageKind::Npm,
             source_name: None,
             source_version: None,
+            arch: None,
             path: String::new(),
             layer: None,
             ecosystem: String::new(),
