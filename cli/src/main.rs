@@ -26,6 +26,7 @@ mod db;
 mod dlq;
 mod events;
 mod forge;
+mod progress;
 mod remediate;
 mod remediations;
 mod retros;

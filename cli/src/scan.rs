@@ -132,13 +132,25 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
     }
     let scanner = Scanner::new(section.limits.limits());
     let platform = args.platform.clone().unwrap_or_else(|| section.platform());
+    let bars = crate::progress::Bars::for_stderr(args.quiet);
+    let progress: &dyn patchpilot_scanner::progress::Progress = match &bars {
+        Some(bars) => bars,
+        None => &patchpilot_scanner::progress::Silent,
+    };
     let (image, catalog) = if let Some(root) = &args.rootfs {
         scanner.catalog_rootfs(root)?
     } else {
         let image = if let Some(reference) = &args.image {
             let registry = Registry::new(&section.registry)?;
             std::fs::create_dir_all(section.cache_dir())?;
-            image::fetch_registry(&registry, reference, &platform, &section.cache_dir()).await?
+            image::fetch_registry_with_progress(
+                &registry,
+                reference,
+                &platform,
+                &section.cache_dir(),
+                progress,
+            )
+            .await?
         } else if let Some(archive) = &args.archive {
             image::open_docker_archive(archive)?
         } else if let Some(layout) = &args.oci_layout {
@@ -150,7 +162,7 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
         } else {
             anyhow::bail!("name an image, --archive, --oci-layout or --rootfs");
         };
-        let catalog = scanner.catalog_image(&image)?;
+        let catalog = scanner.catalog_image_with_progress(&image, progress)?;
         (image, catalog)
     };
     let matched = matching::match_catalog(&catalog, &db)?;

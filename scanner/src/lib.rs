@@ -26,7 +26,8 @@
 //!   comparison per ecosystem.
 //! - [`matching`]: packages → findings, aliases merged.
 //! - [`ignore`]: `.patchpilotignore` and `.trivyignore` files.
-//! - [`cvss`]: base scores from vectors.
+//! - [`cvss`]: scores from CVSS v2, v3.x and v4.0 vectors.
+//! - [`progress`]: progress of pulls, layer reads and imports, for the CLI's bars.
 //! - [`report`]: native JSON, SARIF 2.1.0, CycloneDX 1.6, SPDX 2.3 JSON, table.
 //! - [`discovery`] and [`service`]: the fleet service.
 //! - [`config`]: `[scanner]` configuration.
@@ -42,6 +43,7 @@ pub mod image;
 pub mod matching;
 pub mod osv;
 pub mod package;
+pub mod progress;
 pub mod report;
 pub mod scan;
 #[cfg(feature = "service")]

@@ -73,7 +73,21 @@ impl Scanner {
 
     /// Reads `image`'s layers and catalogs the result.
     pub fn catalog_image(&self, image: &Image) -> Result<Catalog, image::source::Error> {
-        let (fs, layers) = image::read_layers(image, &|p, x| self.wants(p, x), &self.limits)?;
+        self.catalog_image_with_progress(image, &crate::progress::Silent)
+    }
+
+    /// [`Scanner::catalog_image`], reporting each layer read.
+    pub fn catalog_image_with_progress(
+        &self,
+        image: &Image,
+        progress: &dyn crate::progress::Progress,
+    ) -> Result<Catalog, image::source::Error> {
+        let (fs, layers) = image::source::read_layers_with_progress(
+            image,
+            &|p, x| self.wants(p, x),
+            &self.limits,
+            progress,
+        )?;
         let digests: Vec<&str> = image.layers.iter().map(|l| l.digest.as_str()).collect();
         let mut catalog = self.catalog_fs(&fs, &digests);
         catalog.warnings.extend(layers.iter().flat_map(|l| l.warnings.iter().cloned()));

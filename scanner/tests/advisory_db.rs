@@ -6,6 +6,8 @@
 //! The `query_*` tests need `osv::evaluate`; the `advisories_for` and import
 //! tests do not.
 
+mod support;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use std::time::Instant;
 
 use patchpilot_scanner::db::{AdvisoryDb, DB_FILE_NAME, Error, ImportStats};
 use patchpilot_scanner::osv::{Record, WarningKind};
+use support::Recorded;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/osv")
@@ -42,6 +45,17 @@ fn imported_db() -> (tempfile::TempDir, AdvisoryDb) {
     assert_eq!(stats.inserted, FIXTURE_RECORDS, "{stats:?}");
     assert!(stats.refused.is_empty(), "{:?}", stats.refused);
     (dir, db)
+}
+
+#[test]
+fn an_import_reports_every_record_read() {
+    let (_dir, mut db) = fresh_db();
+    let recorded = Recorded::default();
+    let stats = db.import_with_progress(&records_dir(), &recorded).expect("import");
+    let lines = recorded.lines();
+    assert_eq!(lines.first().map(String::as_str), Some("begin importing advisories None"));
+    assert_eq!(lines.last().map(String::as_str), Some("end"));
+    assert_eq!(lines.iter().filter(|l| *l == "+1").count() as u64, stats.read);
 }
 
 fn ids(records: &[Record]) -> Vec<&str> {

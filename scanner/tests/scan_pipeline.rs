@@ -69,6 +69,25 @@ fn an_oci_layout_scans_to_exactly_the_expected_findings() {
 }
 
 #[test]
+fn reading_layers_reports_each_layer_then_ends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = dir.path().join("app.tar");
+    write_docker_archive(&archive);
+    let image = image::open_docker_archive(&archive).expect("archive");
+    let recorded = support::Recorded::default();
+    let catalog =
+        Scanner::new(Default::default()).catalog_image_with_progress(&image, &recorded).expect("catalog");
+    assert!(!catalog.packages.is_empty());
+    assert_eq!(recorded.lines(), ["begin reading layers Some(3)", "+1", "+1", "+1", "end"]);
+    // A layer that cannot be read still ends the step.
+    let mut broken = image.clone();
+    broken.layers[1].location.len = 3;
+    let recorded = support::Recorded::default();
+    assert!(Scanner::new(Default::default()).catalog_image_with_progress(&broken, &recorded).is_err());
+    assert_eq!(recorded.lines(), ["begin reading layers Some(3)", "+1", "end"]);
+}
+
+#[test]
 fn a_docker_save_archive_scans_the_same() {
     let dir = tempfile::tempdir().expect("tempdir");
     let archive = dir.path().join("app.tar");

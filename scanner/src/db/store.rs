@@ -186,6 +186,16 @@ impl AdvisoryDb {
     /// source that cannot be read, or a SQLite failure, is an error and
     /// changes nothing.
     pub fn import(&mut self, source_path: &Path) -> Result<ImportStats, Error> {
+        self.import_with_progress(source_path, &crate::progress::Silent)
+    }
+
+    /// [`AdvisoryDb::import`], reporting each record read.
+    pub fn import_with_progress(
+        &mut self,
+        source_path: &Path,
+        progress: &dyn crate::progress::Progress,
+    ) -> Result<ImportStats, Error> {
+        let step = crate::progress::Step::begin(progress, "importing advisories", None);
         let clock = Instant::now();
         let started_at = now_text();
         let path = self.path.clone();
@@ -213,6 +223,7 @@ impl AdvisoryDb {
         };
         source::for_each_entry(source_path, |entry| {
             stats.read += 1;
+            step.tick();
             let parsed = entry
                 .data
                 .map_err(|reason| Refusal { id: None, field: None, reason })

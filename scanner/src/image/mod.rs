@@ -8,5 +8,6 @@ pub mod source;
 pub use fs::{FileRef, ImageFs};
 pub use layer::{LayerError, LayerReport, Limits};
 pub use source::{
-    DigestKind, Image, Layer, fetch_registry, open_docker_archive, open_oci_layout, read_layers, read_rootfs,
+    DigestKind, Image, Layer, fetch_registry, fetch_registry_with_progress, open_docker_archive,
+    open_oci_layout, read_layers, read_rootfs,
 };

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use super::fs::{ImageFs, normalize};
 use super::layer::{Budget, LayerError, LayerInput, LayerReport, Limits, apply_layer};
+use crate::progress::{Progress, Silent, Step};
 use patchpilot_registry::oci::{self, ImageConfig, ManifestOrIndex, PlatformChoice};
 use patchpilot_registry::{Registry, repository_of};
 
@@ -267,9 +268,21 @@ pub async fn fetch_registry(
     platform: &PlatformChoice,
     cache: &Path,
 ) -> Result<Image, Error> {
+    fetch_registry_with_progress(registry, reference, platform, cache, &Silent).await
+}
+
+/// [`fetch_registry`], reporting each layer pulled (or found in the cache).
+pub async fn fetch_registry_with_progress(
+    registry: &Registry,
+    reference: &str,
+    platform: &PlatformChoice,
+    cache: &Path,
+    progress: &dyn Progress,
+) -> Result<Image, Error> {
     let (config, resolved) = registry.config(reference, platform).await?;
     let repository = repository_of(reference);
     let mut layers = Vec::new();
+    let step = Step::begin(progress, "pulling layers", Some(resolved.layers.len() as u64));
     for d in &resolved.layers {
         let path = blob_path(cache, &d.digest)
             .map_err(|reason| Error::Invalid { source_path: reference.to_owned(), reason })?;
@@ -282,7 +295,9 @@ pub async fn fetch_registry(
         }
         let len = tokio::fs::metadata(&path).await.map_err(io(&path))?.len();
         layers.push(Layer { digest: d.digest.clone(), location: BlobLocation { path, offset: 0, len } });
+        step.tick();
     }
+    drop(step);
     Ok(image_from_config(reference.to_owned(), resolved.digest, DigestKind::Manifest, &config, layers))
 }
 
@@ -292,6 +307,17 @@ pub fn read_layers(
     wants: &dyn Fn(&str, bool) -> bool,
     limits: &Limits,
 ) -> Result<(ImageFs, Vec<LayerReport>), Error> {
+    read_layers_with_progress(image, wants, limits, &Silent)
+}
+
+/// [`read_layers`], reporting each layer read.
+pub fn read_layers_with_progress(
+    image: &Image,
+    wants: &dyn Fn(&str, bool) -> bool,
+    limits: &Limits,
+    progress: &dyn Progress,
+) -> Result<(ImageFs, Vec<LayerReport>), Error> {
+    let step = Step::begin(progress, "reading layers", Some(image.layers.len() as u64));
     let mut fs = ImageFs::new();
     let mut budget = Budget::default();
     let mut reports = Vec::with_capacity(image.layers.len());
@@ -312,6 +338,7 @@ pub fn read_layers(
         let input = LayerInput { index, name: &layer.digest, verify_digest: true };
         let report = apply_layer(&mut fs, file.take(loc.len), &input, wants, limits, &mut budget)?;
         reports.push(report);
+        step.tick();
     }
     Ok((fs, reports))
 }

@@ -104,3 +104,27 @@ pub fn db() -> (tempfile::TempDir, AdvisoryDb) {
     assert!(stats.refused.is_empty(), "{:?}", stats.refused);
     (dir, db)
 }
+
+/// A [`Progress`](patchpilot_scanner::progress::Progress) that writes down
+/// what it was told, as `begin <what> <total>`, `+<n>` and `end` lines.
+#[derive(Debug, Default)]
+pub struct Recorded(pub std::sync::Mutex<Vec<String>>);
+
+impl Recorded {
+    /// The lines so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().expect("lock").clone()
+    }
+}
+
+impl patchpilot_scanner::progress::Progress for Recorded {
+    fn begin(&self, what: &str, total: Option<u64>) {
+        self.0.lock().expect("lock").push(format!("begin {what} {total:?}"));
+    }
+    fn advance(&self, units: u64) {
+        self.0.lock().expect("lock").push(format!("+{units}"));
+    }
+    fn end(&self) {
+        self.0.lock().expect("lock").push("end".into());
+    }
+}

@@ -12,6 +12,7 @@ mod bus;
 mod controller;
 mod dashboards;
 mod dead_letters;
+mod deploy;
 mod durability;
 mod evals;
 mod grouping;

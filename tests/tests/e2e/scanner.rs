@@ -276,7 +276,7 @@ async fn db_and_scan_commands() -> anyhow::Result<()> {
         .flat_map(|p| p["externalRefs"].as_array().into_iter().flatten())
         .filter_map(|r| r["referenceLocator"].as_str())
         .collect();
-    assert!(purls.contains(&"pkg:apk/alpine/musl@1.1.14-r10"), "{purls:?}");
+    assert!(purls.contains(&"pkg:apk/alpine/musl@1.1.14-r10?arch=x86_64&distro=alpine-3.19.1"), "{purls:?}");
     assert!(
         doc["packages"][0].get("checksums").is_none(),
         "a root filesystem's digest is no checksum of anything: {}",
