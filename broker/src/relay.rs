@@ -195,6 +195,12 @@ fn model_usage(kind: ConnectionKind, body: &[u8]) -> Option<ModelUsage> {
     Some(ModelUsage { input_tokens, output_tokens, response_model })
 }
 
+/// A model name as a span attribute: the guest and the upstream choose it,
+/// so it is cut to 128 characters and stripped of control characters.
+fn span_label(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).take(128).collect()
+}
+
 /// The OpenTelemetry GenAI provider name of a model connection's kind.
 fn gen_ai_provider(kind: ConnectionKind) -> Option<&'static str> {
     match kind {
@@ -410,7 +416,7 @@ impl Relay {
             if let Ok(request) = serde_json::from_slice::<serde_json::Value>(&call.body)
                 && let Some(model) = request["model"].as_str()
             {
-                span.record("gen_ai.request.model", model);
+                span.record("gen_ai.request.model", span_label(model).as_str());
             }
         }
         if route::minting_route(connection.kind, connection.base_url.path(), &target) {
@@ -527,7 +533,7 @@ impl Relay {
             span.record("gen_ai.usage.input_tokens", usage.input_tokens);
             span.record("gen_ai.usage.output_tokens", usage.output_tokens);
             if let Some(model) = &usage.response_model {
-                span.record("gen_ai.response.model", model.as_str());
+                span.record("gen_ai.response.model", span_label(model).as_str());
             }
         }
         if status == 401 || status == 403 {
@@ -672,6 +678,13 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("authorization", HeaderValue::from_static("Bearer sk-not-a-capability"));
         assert!(presented_capability(&h).is_none());
+    }
+
+    #[test]
+    fn model_names_are_cut_and_stripped_before_they_become_span_attributes() {
+        assert_eq!(span_label("gpt-x"), "gpt-x");
+        assert_eq!(span_label("a\nb\u{1b}[31m"), "ab[31m");
+        assert_eq!(span_label(&"m".repeat(1000)).len(), 128);
     }
 
     #[test]
