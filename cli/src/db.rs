@@ -85,11 +85,7 @@ pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCod
         Command::Import { paths, verbose, db } => {
             let mut db = open(config, db.as_deref())?;
             let mut failed = false;
-            let bars = crate::progress::Bars::for_stderr(false);
-            let progress: &dyn patchpilot_scanner::progress::Progress = match &bars {
-                Some(bars) => bars,
-                None => &patchpilot_scanner::progress::Silent,
-            };
+            let progress = &crate::progress::Bars::for_stderr(false);
             for path in paths {
                 match db.import_with_progress(&path, progress) {
                     Ok(stats) => {

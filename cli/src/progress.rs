@@ -9,22 +9,26 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use patchpilot_scanner::progress::Progress;
 
-/// Bars on stderr, one step at a time.
-#[derive(Debug, Default)]
+/// Bars on stderr, one step at a time; silent when off.
+#[derive(Debug)]
 pub struct Bars {
+    on: bool,
     current: Mutex<Option<ProgressBar>>,
 }
 
 impl Bars {
-    /// Bars when stderr is a terminal and `quiet` is off; otherwise `None`,
-    /// and the caller reports nothing.
-    pub fn for_stderr(quiet: bool) -> Option<Bars> {
-        (!quiet && std::io::stderr().is_terminal()).then(Bars::default)
+    /// Bars that draw when stderr is a terminal and `quiet` is off, and say
+    /// nothing otherwise.
+    pub fn for_stderr(quiet: bool) -> Bars {
+        Bars { on: !quiet && std::io::stderr().is_terminal(), current: Mutex::new(None) }
     }
 }
 
 impl Progress for Bars {
     fn begin(&self, what: &str, total: Option<u64>) {
+        if !self.on {
+            return;
+        }
         let bar = match total {
             Some(n) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr()).with_style(
                 ProgressStyle::with_template("{msg:>22} [{bar:30}] {pos}/{len} {elapsed}")

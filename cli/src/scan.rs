@@ -132,11 +132,7 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
     }
     let scanner = Scanner::new(section.limits.limits());
     let platform = args.platform.clone().unwrap_or_else(|| section.platform());
-    let bars = crate::progress::Bars::for_stderr(args.quiet);
-    let progress: &dyn patchpilot_scanner::progress::Progress = match &bars {
-        Some(bars) => bars,
-        None => &patchpilot_scanner::progress::Silent,
-    };
+    let progress = &crate::progress::Bars::for_stderr(args.quiet);
     let (image, catalog) = if let Some(root) = &args.rootfs {
         scanner.catalog_rootfs(root)?
     } else {

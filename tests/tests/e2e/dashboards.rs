@@ -279,6 +279,8 @@ async fn every_dashboard_panel_and_alert_rule_returns_data_from_a_running_fleet(
     // Every panel, signal and alert, once Prometheus has seen the work.
     let queries = panel_queries(&deploy.join("grafana"))?;
     assert!(queries.len() >= 25, "five dashboards' worth of queries: {}", queries.len());
+    // What the last look found empty (panels and rules), for the failure.
+    let last_empty = std::sync::Mutex::new(Vec::<String>::new());
     let outcome = wait_for("every panel query and rule to return data", SETTLE, || async {
         if prometheus.sum(r#"max(pp_remediations{state="succeeded"})"#).await? < 1.0 {
             return Ok(None);
@@ -306,19 +308,15 @@ async fn every_dashboard_panel_and_alert_rule_returns_data_from_a_running_fleet(
                 rules_checked += 1;
             }
         }
-        Ok(empty.is_empty().then_some(rules_checked))
+        let done = empty.is_empty();
+        *last_empty.lock().unwrap_or_else(|e| e.into_inner()) = empty;
+        Ok(done.then_some(rules_checked))
     })
     .await;
     let rules_checked = match outcome {
         Ok(n) => n,
         Err(e) => {
-            // Name what stayed empty.
-            let mut empty = Vec::new();
-            for (panel, expr) in &queries {
-                if prometheus.query(expr).await.map(|r| r.is_empty()).unwrap_or(true) {
-                    empty.push(format!("{panel}: {expr}"));
-                }
-            }
+            let empty = last_empty.lock().unwrap_or_else(|e| e.into_inner()).clone();
             anyhow::bail!(
                 "{e}\nempty: {empty:#?}\nprometheus log: {}",
                 std::fs::read_to_string(lp.stack.dir.path().join("prometheus.log")).unwrap_or_default()
