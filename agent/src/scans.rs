@@ -56,6 +56,12 @@ pub struct ScannedImage {
     pub packages: Vec<Package>,
     /// Digests of its layers, bottom first.
     pub layers: Vec<String>,
+    /// Its config's labels (the publisher's text: untrusted).
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Its config's creation time.
+    pub created: Option<String>,
+    /// `os/architecture[/variant]` from its config.
+    pub platform: Option<String>,
 }
 
 /// Time spent, for the benchmark and the result.
@@ -163,6 +169,15 @@ impl Scans {
         let reference = image.reference.clone();
         let layers = image.layers.iter().map(|l| l.digest.clone()).collect();
         let digest = image.digest.clone();
+        let (labels, created) = (image.labels.clone(), image.created.clone());
+        let platform = image.platform.as_ref().map(|p| {
+            let mut text = format!("{}/{}", p.os, p.architecture);
+            if let Some(variant) = p.variant.as_deref().filter(|v| !v.is_empty()) {
+                text.push('/');
+                text.push_str(variant);
+            }
+            text
+        });
         let (assessment, catalog, _) = tokio::task::spawn_blocking(move || {
             let db = AdvisoryDb::open(&dir).map_err(|e| patchpilot_model::error_chain(&e))?;
             scan_image(&scanner, &db, &image)
@@ -170,6 +185,15 @@ impl Scans {
         .await
         .map_err(|e| Error::Scan { reference: reference.clone(), reason: e.to_string() })?
         .map_err(|reason| Error::Scan { reference: reference.clone(), reason })?;
-        Ok(ScannedImage { reference, digest, assessment, packages: catalog.packages, layers })
+        Ok(ScannedImage {
+            reference,
+            digest,
+            assessment,
+            packages: catalog.packages,
+            layers,
+            labels,
+            created,
+            platform,
+        })
     }
 }

@@ -64,6 +64,10 @@ pub struct Built {
     pub build_time: Duration,
     /// Export and scan time.
     pub scan_time: Duration,
+    /// The build's output (the classic builder's step lines and what the
+    /// steps printed): untrusted, since the repository's commands and the
+    /// packages they install wrote it.
+    pub output: String,
     /// The scan.
     pub scanned: ScannedImage,
 }
@@ -110,7 +114,7 @@ impl Builder {
         let started = Instant::now();
         let tar_path = self.scratch.join("context.tar");
         let dockerfile_name = pack_context(context, dockerfile_text, &tar_path)?;
-        let id = self.build(&tar_path, &dockerfile_name, tag).await?;
+        let (id, output) = self.build(&tar_path, &dockerfile_name, tag).await?;
         let build_time = started.elapsed();
         let started = Instant::now();
         let archive = self.scratch.join("image.tar");
@@ -122,10 +126,11 @@ impl Builder {
         scanned.reference = tag.to_owned();
         let _ = std::fs::remove_file(&archive);
         let _ = std::fs::remove_file(&tar_path);
-        Ok(Built { tag: tag.to_owned(), id, build_time, scan_time: started.elapsed(), scanned })
+        Ok(Built { tag: tag.to_owned(), id, build_time, scan_time: started.elapsed(), output, scanned })
     }
 
-    async fn build(&self, tar_path: &Path, dockerfile: &str, tag: &str) -> Result<String, Error> {
+    /// Builds; returns the image id and the build's output.
+    async fn build(&self, tar_path: &Path, dockerfile: &str, tag: &str) -> Result<(String, String), Error> {
         let options = BuildImageOptions {
             dockerfile: dockerfile.to_owned(),
             t: Some(tag.to_owned()),
@@ -157,6 +162,7 @@ impl Builder {
                 Ok(info) => {
                     if let Some(line) = &info.stream {
                         output.push_str(line);
+                        keep_tail(&mut output, OUTPUT_KEPT);
                     }
                     if let Some(detail) = info.error_detail.and_then(|d| d.message) {
                         return Err(Error::Build { excerpt: build_excerpt(&output, &detail) });
@@ -170,14 +176,15 @@ impl Builder {
         }
         // The classic builder reports the id in its last line when no aux
         // message comes.
-        Ok(id
+        let id = id
             .or_else(|| {
                 output
                     .lines()
                     .rev()
                     .find_map(|l| l.trim().strip_prefix("Successfully built ").map(str::to_owned))
             })
-            .unwrap_or_default())
+            .unwrap_or_default();
+        Ok((id, output))
     }
 
     async fn export(&self, tag: &str, to: &Path) -> Result<(), Error> {
@@ -199,6 +206,24 @@ impl Builder {
             tracing::debug!(tag, error = %e, "cannot remove a verification image");
         }
     }
+}
+
+/// How much of a build's output is kept: its end, where the last steps and
+/// their messages are.
+const OUTPUT_KEPT: usize = 64 << 10;
+
+/// Cuts `text` to about its last `kept` bytes once it holds twice that, at a
+/// line start, so a chatty build costs bounded memory.
+fn keep_tail(text: &mut String, kept: usize) {
+    if text.len() <= 2 * kept {
+        return;
+    }
+    let mut cut = text.len() - kept;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    let cut = text[cut..].find('\n').map_or(cut, |n| cut + n + 1);
+    text.drain(..cut);
 }
 
 /// The build output's last step and the error, trimmed for a reason line.
@@ -358,6 +383,21 @@ pub fn compare(assessed: &[Finding], baseline: &[Finding], after: &ScannedImage)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_build_output_keeps_its_end_from_a_line_start() {
+        let mut out = String::new();
+        for i in 0..1000 {
+            out.push_str(&format!("Step {i}: é output line\n"));
+            keep_tail(&mut out, 1024);
+            assert!(out.len() <= 2 * 1024 + 32, "{}", out.len());
+        }
+        assert!(out.ends_with("Step 999: é output line\n"));
+        assert!(out.starts_with("Step "), "{out:.40}");
+        let mut short = "one\ntwo\n".to_owned();
+        keep_tail(&mut short, 1024);
+        assert_eq!(short, "one\ntwo\n");
+    }
 
     #[test]
     fn dockerignore_last_match_wins_and_folders_cover_their_contents() {

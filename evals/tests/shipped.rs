@@ -14,7 +14,7 @@ fn every_shipped_case_loads_and_its_twins_differ_only_at_the_injection() {
     let cases = load_dir(&shipped_cases()).unwrap_or_else(|errors| {
         panic!("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
     });
-    assert!(cases.len() >= 9, "{} cases", cases.len());
+    assert!(cases.len() >= 13, "{} cases", cases.len());
     let values = values();
     for case in &cases {
         let injected = case.repository(Twin::Injected, &values).expect("files");
@@ -24,6 +24,23 @@ fn every_shipped_case_loads_and_its_twins_differ_only_at_the_injection() {
             injected.iter().filter(|(p, b)| benign[*p] != **b).map(|(p, _)| p).collect();
         match &case.injection.file {
             Some(file) => assert_eq!(differing, vec![file], "{}", case.name),
+            // Each twin builds from its own base image, which holds the
+            // injection: the Dockerfiles differ in that reference alone.
+            None if case.own_base() => {
+                assert_eq!(differing, vec![&case.task.dockerfile], "{}", case.name);
+                let file = |twin| {
+                    String::from_utf8_lossy(
+                        &case.repository(twin, &values).expect("files")[&case.task.dockerfile],
+                    )
+                    .into_owned()
+                };
+                assert_eq!(
+                    file(Twin::Injected).replace(&case.base_image(Twin::Injected, &values), "BASE"),
+                    file(Twin::Benign).replace(&case.base_image(Twin::Benign, &values), "BASE"),
+                    "{}",
+                    case.name
+                );
+            }
             None => assert!(differing.is_empty(), "{}: {differing:?}", case.name),
         }
         let trigger = values.fill(&case.name, case.injection.trigger());

@@ -15,6 +15,7 @@
 //! Alpine's format, reconstructed from Alpine's secdb entries (each names
 //! its source), imported with the scanner's own importer.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::Registry;
@@ -91,9 +92,28 @@ pub fn busybox_layer() -> anyhow::Result<TestLayer> {
     })
 }
 
+/// What a base image carries beyond its packages.
+#[derive(Debug, Clone, Default)]
+pub struct BaseExtras {
+    /// Config labels.
+    pub labels: BTreeMap<String, String>,
+    /// Post-install messages: installing the package prints the text, as
+    /// apk prints what a package's `.post-install` script says.
+    pub post_install: BTreeMap<String, String>,
+}
+
 /// The Alpine layer: os-release, the installed database, the stand-in apk
 /// and the versions it may install.
 pub fn alpine_layer(packages: &[ApkPackage], available: &[(&str, &str)]) -> TestLayer {
+    alpine_layer_with(packages, available, &BTreeMap::new())
+}
+
+/// The same, with post-install messages by package.
+fn alpine_layer_with(
+    packages: &[ApkPackage],
+    available: &[(&str, &str)],
+    post_install: &BTreeMap<String, String>,
+) -> TestLayer {
     let mut installed = String::new();
     for p in packages {
         installed.push_str(&format!(
@@ -105,21 +125,24 @@ pub fn alpine_layer(packages: &[ApkPackage], available: &[(&str, &str)]) -> Test
         ));
     }
     let available: String = available.iter().map(|(n, v)| format!("{n}={v}\n")).collect();
-    let layer = tar(
-        &[
-            (
-                "etc/os-release",
-                0o644,
-                b"NAME=\"Alpine Linux\"\nID=alpine\nVERSION_ID=3.19.1\nPRETTY_NAME=\"Alpine Linux v3.19\"\n"
-                    .to_vec(),
-            ),
-            ("etc/alpine-release", 0o644, b"3.19.1\n".to_vec()),
-            ("lib/apk/db/installed", 0o644, installed.into_bytes()),
-            ("etc/apk/available", 0o644, available.into_bytes()),
-            ("sbin/apk", 0o755, APK_SCRIPT.as_bytes().to_vec()),
-        ],
-        &[],
-    );
+    let messages: Vec<(String, Vec<u8>)> = post_install
+        .iter()
+        .map(|(package, text)| (format!("etc/apk/post-install/{package}"), format!("{text}\n").into_bytes()))
+        .collect();
+    let mut files: Vec<(&str, u32, Vec<u8>)> = vec![
+        (
+            "etc/os-release",
+            0o644,
+            b"NAME=\"Alpine Linux\"\nID=alpine\nVERSION_ID=3.19.1\nPRETTY_NAME=\"Alpine Linux v3.19\"\n"
+                .to_vec(),
+        ),
+        ("etc/alpine-release", 0o644, b"3.19.1\n".to_vec()),
+        ("lib/apk/db/installed", 0o644, installed.into_bytes()),
+        ("etc/apk/available", 0o644, available.into_bytes()),
+        ("sbin/apk", 0o755, APK_SCRIPT.as_bytes().to_vec()),
+    ];
+    files.extend(messages.iter().map(|(path, text)| (path.as_str(), 0o644, text.clone())));
+    let layer = tar(&files, &[]);
     TestLayer { blob: gzip(&layer), tar: layer, media_type: "application/vnd.oci.image.layer.v1.tar+gzip" }
 }
 
@@ -143,9 +166,24 @@ pub async fn push_base(
     packages: &[ApkPackage],
     available: &[(&str, &str)],
 ) -> anyhow::Result<String> {
-    let layers = vec![busybox_layer()?, alpine_layer(packages, available)];
-    let config = runnable_config(&layers);
-    crate::images::push_image(registry, repository, tag, &layers, config).await
+    push_base_with(registry, repository, tag, packages, available, &BaseExtras::default()).await
+}
+
+/// The same, with labels and post-install messages.
+pub async fn push_base_with(
+    registry: &Registry,
+    repository: &str,
+    tag: &str,
+    packages: &[ApkPackage],
+    available: &[(&str, &str)],
+    extras: &BaseExtras,
+) -> anyhow::Result<String> {
+    let layers = vec![busybox_layer()?, alpine_layer_with(packages, available, &extras.post_install)];
+    let mut config: serde_json::Value = serde_json::from_slice(&runnable_config(&layers))?;
+    if !extras.labels.is_empty() {
+        config["config"]["Labels"] = serde_json::to_value(&extras.labels)?;
+    }
+    crate::images::push_image(registry, repository, tag, &layers, serde_json::to_vec(&config)?).await
 }
 
 /// An OSV record in Alpine's format: `package` (a source package) in

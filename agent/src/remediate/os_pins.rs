@@ -423,6 +423,9 @@ mod tests {
             assessment,
             packages,
             layers: Vec::new(),
+            labels: Default::default(),
+            created: None,
+            platform: None,
         }
     }
 

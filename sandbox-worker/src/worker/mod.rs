@@ -255,7 +255,15 @@ impl RunObserver for Observer {
     }
 
     fn phase(&mut self, phase: &v1::Phase) {
-        tracing::debug!(?phase, "run phase");
+        // At info, with the time since receipt: where a slow run's time
+        // went (boot, egress, dockerd, the command, the artifacts).
+        tracing::info!(
+            phase = %phase.name,
+            state = %phase.state,
+            detail = %phase.detail,
+            since_receipt_ms = self.received.elapsed().as_millis() as u64,
+            "run phase"
+        );
     }
 }
 

@@ -25,7 +25,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use patchpilot_e2e::alpine::{advisory_db, alpine_osv, cve_2024_2511, openssl, push_base};
+use patchpilot_e2e::alpine::{
+    BaseExtras, advisory_db, alpine_osv, cve_2024_2511, openssl, push_base, push_base_with,
+};
 use patchpilot_e2e::jobs::apk_finding;
 use patchpilot_e2e::sandbox::{VM_LOCK, skip_reason};
 use patchpilot_e2e::wait_for;
@@ -39,16 +41,20 @@ use patchpilot_provider_double::{Credentials, ProviderDouble};
 use crate::broker::{BrokerHarness, gateway_section, start_gateway};
 use crate::controller::{Loop, docker_worker, git_dir, job_with};
 
-/// The eval base image: Alpine-like, OpenSSL 3.1.4-r5 installed, and both
-/// r5 and the fixed r6 installable. No newer tag exists, so the rules
-/// cannot bump the base and the model is asked.
-const BASE: (&str, &str) = ("library/alpine", "3.19.1");
+/// The eval base image ([`patchpilot_evals::case::SHARED_BASE`]):
+/// Alpine-like, OpenSSL 3.1.4-r5 installed, and both r5 and the fixed r6
+/// installable. No newer tag exists, so the rules cannot bump the base and
+/// the model is asked. `image_label` and `post_install` cases give each
+/// twin its own copy, with the label or the package's message.
+const BASE: (&str, &str) = patchpilot_evals::case::SHARED_BASE;
 
 /// VMs the worker runs at once.
 const SLOTS: usize = 2;
 
 /// Everything a suite runs against.
 struct Suite {
+    /// The failing logs of `ci_log` cases' CI checks.
+    _ci_logs: tempfile::TempDir,
     lp: Loop,
     broker: BrokerHarness,
     double: ProviderDouble,
@@ -88,6 +94,21 @@ impl Suite {
             sink: format!("collector.test:{}", collector.addr().port()),
             registry: sreg.clone(),
         };
+        for case in cases.iter().filter(|c| c.own_base()) {
+            for twin in [Twin::Injected, Twin::Benign] {
+                let text = case.base_text(twin, &values);
+                let mut extras = BaseExtras::default();
+                if let Some(key) = &case.injection.image_label {
+                    extras.labels.insert(key.clone(), text.clone());
+                }
+                if let Some(package) = &case.injection.post_install {
+                    extras.post_install.insert(package.clone(), text.clone());
+                }
+                let (repository, tag) = case.base_repository(twin);
+                push_base_with(&registry, &repository, tag, &openssl("3.1.4-r5"), &available, &extras)
+                    .await?;
+            }
+        }
 
         let double = ProviderDouble::start_with(
             SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -198,7 +219,10 @@ impl Suite {
             controller.push_str("[controller.vet]\nallow_access_grants = true\n");
         }
         let lp = Loop::start_with(&seeds, "true", &controller, &worker).await?;
-        // Each repository's CI passes only with its case's fix in place.
+        // Each repository's CI passes only with its case's fix in place; a
+        // `ci_log` case's also needs its repair, and until then prints the
+        // twin's log (the failure line, then the injected or benign text).
+        let ci_logs = tempfile::tempdir()?;
         for case in cases {
             let check: Vec<String> = case
                 .task
@@ -208,10 +232,18 @@ impl Suite {
                 .collect();
             for twin in [Twin::Injected, Twin::Benign] {
                 let repo = Repo { owner: "acme".into(), name: case.repo_name(twin) };
-                lp.forge.set_check(&repo, "fix", vec!["sh".into(), "-c".into(), check.join(" && ")]).await?;
+                let mut script = check.join(" && ");
+                if let (Some(ci), Some(log)) = (&case.ci, case.ci_log(twin, &values)) {
+                    let path = ci_logs.path().join(case.repo_name(twin));
+                    std::fs::write(&path, log)?;
+                    script =
+                        format!("{script} && {{ {} || {{ cat '{}'; exit 1; }}; }}", ci.check, path.display());
+                }
+                lp.forge.set_check(&repo, "fix", vec!["sh".into(), "-c".into(), script]).await?;
             }
         }
         Ok(Suite {
+            _ci_logs: ci_logs,
             lp,
             broker,
             double,

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ToolOutput, Toolbox, parse};
+use super::{ToolOutput, Toolbox, fence, parse};
 use crate::remediate::index;
 
 pub(super) const LOOKUP_ADVISORY: &str = "Look up an advisory by id (CVE-…, GHSA-…, GO-…, ALPINE-…, DSA-…) in \
@@ -37,13 +37,6 @@ pub struct PackageVersions {
     pub ecosystem: String,
     /// The package (for Go, the module path).
     pub name: String,
-}
-
-fn fence(text: &str) -> String {
-    // A fence longer than any run of backticks inside cannot be closed early.
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest.max(2) + 1);
-    format!("{fence}untrusted\n{text}\n{fence}")
 }
 
 pub(super) fn lookup_advisory(tools: &mut Toolbox, args: &Value) -> Result<ToolOutput, String> {

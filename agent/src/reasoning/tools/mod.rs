@@ -4,7 +4,8 @@
 //! - [`files`]: `list_files`, `read_file`, `search`, `edit_file`, `write_file`.
 //! - [`exec`]: `run`, a command in the workspace.
 //! - [`image`]: `docker_build` and `scan_image`, through the guest's daemon
-//!   and the scanner library.
+//!   and the scanner library; `inspect_image`, a registry image's config
+//!   and scan.
 //! - [`knowledge`]: `lookup_advisory` in the local DB, `package_versions`
 //!   from the package indexes.
 //! - [`rules`]: the deterministic remediators and the companion-bump
@@ -127,6 +128,8 @@ pub struct LastBuild {
     pub verification: Option<Verification>,
     /// Every finding of the built image.
     pub findings: Vec<Finding>,
+    /// The end of the build's output, when it built.
+    pub output: String,
 }
 
 /// The tools and what they share during one session.
@@ -182,6 +185,7 @@ pub const TOOLS: &[ToolInfo] = &[
     },
     ToolInfo { name: "docker_build", description: image::DOCKER_BUILD, timeout: Duration::from_secs(1_800) },
     ToolInfo { name: "scan_image", description: image::SCAN_IMAGE, timeout: Duration::from_secs(1_800) },
+    ToolInfo { name: "inspect_image", description: image::INSPECT_IMAGE, timeout: Duration::from_secs(600) },
     ToolInfo {
         name: "lookup_advisory",
         description: knowledge::LOOKUP_ADVISORY,
@@ -257,6 +261,7 @@ fn parameters(name: &str) -> Value {
         "run" => schema_of::<exec::Run>(),
         "docker_build" => schema_of::<image::DockerBuild>(),
         "scan_image" => schema_of::<image::ScanImage>(),
+        "inspect_image" => schema_of::<image::InspectImage>(),
         "lookup_advisory" => schema_of::<knowledge::LookupAdvisory>(),
         "package_versions" => schema_of::<knowledge::PackageVersions>(),
         "bump_base_image" | "drop_obsolete_pins" | "bump_download" | "bump_lockfile" => {
@@ -266,6 +271,14 @@ fn parameters(name: &str) -> Value {
         "finish" => schema_of::<FinishArgs>(),
         _ => Value::Null,
     }
+}
+
+/// `text` fenced as untrusted data: a fence longer than any run of
+/// backticks inside, so the text cannot close it early.
+pub(super) fn fence(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}untrusted\n{text}\n{fence}")
 }
 
 /// Reads a call's arguments; the error names the field.
@@ -348,6 +361,7 @@ impl Toolbox {
             "run" => exec::run(self, args).await,
             "docker_build" => image::docker_build(self, args).await,
             "scan_image" => image::scan_image(self, args).await,
+            "inspect_image" => image::inspect_image(self, args).await,
             "lookup_advisory" => knowledge::lookup_advisory(self, args),
             "package_versions" => knowledge::package_versions(self, args).await,
             "bump_base_image" | "drop_obsolete_pins" | "bump_download" | "bump_lockfile" => {
