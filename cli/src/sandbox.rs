@@ -43,7 +43,13 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum ImageCommand {
     /// Build the guest image, or report the cached one.
-    Build,
+    Build {
+        /// Only the base (kernel, modules, debootstrapped root), which
+        /// needs no guest binary: `scripts/test` builds it while the guest
+        /// binaries compile.
+        #[arg(long)]
+        base_only: bool,
+    },
 }
 
 /// `patchpilot sandbox run`.
@@ -104,7 +110,17 @@ pub struct RunArgs {
 /// Runs `patchpilot sandbox …`.
 pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Image(ImageCommand::Build) => {
+        Command::Image(ImageCommand::Build { base_only: true }) => {
+            let sandbox = &config.sandbox;
+            let builder = patchpilot_sandbox::image::ImageBuilder::new(&sandbox.image, &sandbox.state_dir)
+                .context("preparing the guest image's base")?;
+            let mut progress = |m: &str| eprintln!("sandbox: {m}");
+            let (base, _) = tokio::task::block_in_place(|| builder.ensure_base(&mut progress))
+                .context("building the guest image's base")?;
+            println!("guest image base {}", base.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Image(ImageCommand::Build { base_only: false }) => {
             let sandbox = prepare(config).await?;
             let image = sandbox.image();
             println!("guest image {}", &image.key[..16]);
@@ -259,7 +275,13 @@ async fn run_one(config: &CliConfig, args: RunArgs) -> anyhow::Result<ExitCode> 
             .context("--connection needs a broker: set [sandbox.broker] url and tls")?;
         let granted = client.grant(&run_id, "cli", &args.connections).await.context("--connection")?;
         for c in &granted.grant.connections {
-            eprintln!("sandbox: granted connection {} ({}: {} {})", c.name, c.kind, c.methods.join(","), c.routes.join(" "));
+            eprintln!(
+                "sandbox: granted connection {} ({}: {} {})",
+                c.name,
+                c.kind,
+                c.methods.join(","),
+                c.routes.join(" ")
+            );
         }
         env.extend(granted.env);
         Some((client, granted.link))

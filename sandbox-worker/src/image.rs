@@ -175,9 +175,11 @@ impl ImageBuilder {
         Ok((self.dir.join(format!("rootfs-{}.ext4", &key[..16])), key))
     }
 
-    /// The image for the current inputs, building what is missing.
-    /// `progress` hears about each step.
-    pub fn ensure(&self, progress: &mut dyn FnMut(&str)) -> Result<Image, Error> {
+    /// The base (kernel, modules, debootstrapped root) for the current
+    /// inputs, building it when missing; returns its folder and key. It
+    /// needs neither the guest binary nor the agent, so a build can make it
+    /// while those compile.
+    pub fn ensure_base(&self, progress: &mut dyn FnMut(&str)) -> Result<(PathBuf, String), Error> {
         std::fs::create_dir_all(&self.dir).map_err(io(format!("creating {}", self.dir.display())))?;
         let kernel_package = self.kernel_package(progress)?;
         let base_key = self.base_key(&kernel_package);
@@ -185,6 +187,13 @@ impl ImageBuilder {
         if !base.join("done").exists() {
             self.build_base(&base, &kernel_package, progress)?;
         }
+        Ok((base, base_key))
+    }
+
+    /// The image for the current inputs, building what is missing.
+    /// `progress` hears about each step.
+    pub fn ensure(&self, progress: &mut dyn FnMut(&str)) -> Result<Image, Error> {
+        let (base, base_key) = self.ensure_base(progress)?;
         let initrd_key = self.initrd_key(&base_key)?;
         let initrd = self.dir.join(format!("initrd-{}.gz", &initrd_key[..16]));
         if !initrd.exists() {
