@@ -29,7 +29,7 @@ use crate::events::StateEvents;
 use crate::executor::Executor;
 use crate::metrics::ControllerMetrics;
 use crate::notify::Notifier;
-use crate::store::{JobOutcome, Store};
+use crate::store::Store;
 use patchpilot_forge::Forge;
 use patchpilot_forge::github::GitHub;
 use patchpilot_forge_local::{LocalCi, LocalCiConfig, LocalForge};
@@ -93,16 +93,12 @@ impl JobIntake {
             tracing::info!(remediation_id = %id, repo = %job.target.repo_url, "not a repository this controller works on (controller.repositories); left alone");
             return Ok(());
         }
+        let traceparent = trace::traceparent(&delivery.trace_context());
         let outcome = self
             .store
-            .record_job(&id, job.revision, &delivery.payload)
+            .record_job(&id, job.revision, &delivery.payload, traceparent.as_deref())
             .await
             .map_err(|e| HandlerError::retryable(&e))?;
-        if outcome != JobOutcome::Ignored
-            && let Some(tp) = trace::traceparent(&delivery.trace_context())
-        {
-            self.store.set_traceparent(&id, &tp).await.map_err(|e| HandlerError::retryable(&e))?;
-        }
         tracing::info!(remediation_id = %id, revision = job.revision, ?outcome, "job recorded");
         Ok(())
     }

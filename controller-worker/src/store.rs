@@ -228,22 +228,30 @@ impl Store {
         Ok(())
     }
 
-    /// Records a job revision. A new remediation starts as a fresh machine;
-    /// a newer revision of a known one is kept for the machine to pick up;
-    /// a redelivered or older revision changes nothing.
+    /// Records a job revision with the trace context of its message (W3C
+    /// `traceparent`), if it had one. A new remediation starts as a fresh
+    /// machine; a newer revision of a known one is kept for the machine to
+    /// pick up; a redelivered or older revision changes nothing.
+    ///
+    /// The trace context is written in the same statement as the job: the
+    /// executor may take the remediation as soon as it is stored, and its
+    /// first turn (which requests the sandbox run) must already continue
+    /// the job's trace.
     pub async fn record_job(
         &self,
         remediation_id: &str,
         revision: u32,
         job: &[u8],
+        traceparent: Option<&str>,
     ) -> Result<JobOutcome, Error> {
         let machine = Machine::new(remediation_id, revision);
         let json = serde_json::to_string(&machine)
             .map_err(|e| Error::Corrupt { remediation_id: remediation_id.into(), reason: e.to_string() })?;
         let row: Option<(bool,)> = sqlx::query_as(
-            "INSERT INTO controller_remediations (remediation_id, revision, job, machine, state) \
-             VALUES ($1, $2, $3, $4::json, 'queued') \
-             ON CONFLICT (remediation_id) DO UPDATE SET revision = EXCLUDED.revision, job = EXCLUDED.job, wake_at = NULL, updated_at = now() \
+            "INSERT INTO controller_remediations (remediation_id, revision, job, machine, state, traceparent) \
+             VALUES ($1, $2, $3, $4::json, 'queued', $5) \
+             ON CONFLICT (remediation_id) DO UPDATE SET revision = EXCLUDED.revision, job = EXCLUDED.job, wake_at = NULL, updated_at = now(), \
+                 traceparent = COALESCE(EXCLUDED.traceparent, controller_remediations.traceparent) \
              WHERE controller_remediations.revision < EXCLUDED.revision \
              RETURNING (xmax = 0)",
         )
@@ -251,6 +259,7 @@ impl Store {
         .bind(revision as i32)
         .bind(job)
         .bind(json)
+        .bind(traceparent)
         .fetch_optional(&self.pool)
         .await?;
         Ok(match row {
@@ -378,16 +387,6 @@ impl Store {
         .execute(&self.pool)
         .await?
         .rows_affected())
-    }
-
-    /// Keeps the trace context of the job's message (W3C `traceparent`).
-    pub async fn set_traceparent(&self, remediation_id: &str, traceparent: &str) -> Result<(), Error> {
-        sqlx::query("UPDATE controller_remediations SET traceparent = $2 WHERE remediation_id = $1")
-            .bind(remediation_id)
-            .bind(traceparent)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
     }
 
     /// The stored trace context of the latest job.

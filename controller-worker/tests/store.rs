@@ -7,17 +7,22 @@ use patchpilot_controller::lifecycle::{Event, Limits, Machine, State};
 use patchpilot_controller::store::{Error, JobOutcome, Store};
 use patchpilot_e2e::{TestDatabase, wait_for};
 
+const TP1: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+const TP3: &str = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01";
+
 #[tokio::test]
 async fn revisions_are_recorded_once_and_never_go_backwards() -> anyhow::Result<()> {
     let db = TestDatabase::create().await?;
     let store = Store::new(db.migrated_pool().await?);
-    assert_eq!(store.record_job("rem-1", 1, b"job-1").await.expect("record"), JobOutcome::Created);
-    assert_eq!(store.record_job("rem-1", 1, b"job-1").await.expect("redelivery"), JobOutcome::Ignored);
-    assert_eq!(store.record_job("rem-1", 3, b"job-3").await.expect("newer"), JobOutcome::Updated);
-    assert_eq!(store.record_job("rem-1", 2, b"job-2").await.expect("older"), JobOutcome::Ignored);
+    assert_eq!(store.record_job("rem-1", 1, b"job-1", Some(TP1)).await.expect("record"), JobOutcome::Created);
+    assert_eq!(store.record_job("rem-1", 1, b"job-1", None).await.expect("redelivery"), JobOutcome::Ignored);
+    assert_eq!(store.record_job("rem-1", 3, b"job-3", Some(TP3)).await.expect("newer"), JobOutcome::Updated);
+    assert_eq!(store.record_job("rem-1", 2, b"job-2", Some(TP1)).await.expect("older"), JobOutcome::Ignored);
     let (machine, revision, job) = store.load("rem-1").await.expect("load").expect("row");
     assert_eq!((revision, job.as_slice()), (3, &b"job-3"[..]));
     assert_eq!(machine.state, State::Queued);
+    // The trace context came with the revision kept, in the same write.
+    assert_eq!(store.traceparent("rem-1").await.expect("traceparent").as_deref(), Some(TP3));
     Ok(())
 }
 
@@ -34,7 +39,7 @@ async fn one_controller_at_a_time_and_a_stalled_one_cannot_write_after_a_takeove
     let db = TestDatabase::create().await?;
     let pool = db.migrated_pool().await?;
     let store = Store::new(pool.clone());
-    store.record_job("rem-1", 1, b"job").await.expect("record");
+    store.record_job("rem-1", 1, b"job", None).await.expect("record");
     let a = store.acquire("rem-1", "controller-a", LEASE).await.expect("acquire").expect("free");
     assert!(store.acquire("rem-1", "controller-b", LEASE).await.expect("acquire").is_none(), "held by a");
     assert_eq!(store.due(10).await.expect("due"), Vec::<String>::new(), "a leased remediation is not due");

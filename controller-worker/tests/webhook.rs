@@ -33,7 +33,7 @@ async fn signed_ci_events_wake_the_remediation_on_that_head_and_others_are_refus
     let db = TestDatabase::create().await?;
     let pool = db.migrated_pool().await?;
     let store = Store::new(pool.clone());
-    store.record_job("rem-hook", 1, b"job").await.expect("job");
+    store.record_job("rem-hook", 1, b"job", None).await.expect("job");
     let machine = serde_json::json!({
         "remediation_id": "rem-hook", "revision": 1,
         "state": {"state": "ci_pending", "head_sha": SHA},

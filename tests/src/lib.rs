@@ -456,6 +456,8 @@ pub struct Stack {
     pub pool: PgPool,
     /// Scratch folder for configs and logs.
     pub dir: TempDir,
+    /// Set with [`Stack::add_env`]; the end of [`Stack::env`].
+    extra_env: Vec<(String, String)>,
 }
 
 impl Stack {
@@ -472,7 +474,7 @@ impl Stack {
         )
         .await?;
         bus.ensure_topology().await?;
-        Ok(Stack { nats, db, bus, pool, dir: tempfile::tempdir()? })
+        Ok(Stack { nats, db, bus, pool, dir: tempfile::tempdir()?, extra_env: Vec::new() })
     }
 
     /// Bus settings for tests: short waits so retries happen in seconds.
@@ -498,6 +500,15 @@ impl Stack {
             ("PATCHPILOT_BUS__RETRY_BACKOFF_MAX_MS".into(), bus.retry_backoff_max_ms.to_string()),
             ("PATCHPILOT_TELEMETRY__LOG_FORMAT".into(), "json".into()),
         ]
+        .into_iter()
+        .chain(self.extra_env.iter().cloned())
+        .collect()
+    }
+
+    /// Adds `key=value` to [`Stack::env`]: every service and CLI run started
+    /// from this stack afterwards gets it (an OTLP endpoint, say).
+    pub fn add_env(&mut self, key: &str, value: &str) {
+        self.extra_env.push((key.to_owned(), value.to_owned()));
     }
 
     /// Writes `toml` to `name` in the scratch folder.

@@ -88,7 +88,7 @@ impl Loop {
     /// [`Loop::start`] without a sandbox worker: run requests stay queued.
     async fn start_without_worker(repos: &[&str]) -> anyhow::Result<Loop> {
         let (seeds, controller) = Loop::scripted(repos);
-        Loop::start_inner(&seeds, CI, &controller, None).await
+        Loop::start_inner(Stack::start().await?, &seeds, CI, &controller, None).await
     }
 
     /// One repository per scenario for the scripted agent, and the
@@ -119,16 +119,28 @@ impl Loop {
         controller_extra: &str,
         worker_toml: &str,
     ) -> anyhow::Result<Loop> {
-        Loop::start_inner(seeds, ci_check, controller_extra, Some(worker_toml)).await
+        Loop::start_on(Stack::start().await?, seeds, ci_check, controller_extra, worker_toml).await
+    }
+
+    /// [`Loop::start_with`] on `stack`, a started one the caller has set
+    /// up first (extra environment for every service, say).
+    pub(crate) async fn start_on(
+        stack: Stack,
+        seeds: &[(String, Vec<(&str, String)>)],
+        ci_check: &str,
+        controller_extra: &str,
+        worker_toml: &str,
+    ) -> anyhow::Result<Loop> {
+        Loop::start_inner(stack, seeds, ci_check, controller_extra, Some(worker_toml)).await
     }
 
     async fn start_inner(
+        stack: Stack,
         seeds: &[(String, Vec<(&str, String)>)],
         ci_check: &str,
         controller_extra: &str,
         worker_toml: Option<&str>,
     ) -> anyhow::Result<Loop> {
-        let stack = Stack::start().await?;
         let worker = match worker_toml {
             Some(toml) => Some(spawn_worker_with(&stack, &private_state(&stack)?, "worker", toml)?),
             None => None,

@@ -18,6 +18,7 @@ mod evals;
 mod grouping;
 mod intake;
 mod mapping;
+mod one_trace;
 mod policy;
 mod remediate_model;
 mod retros;

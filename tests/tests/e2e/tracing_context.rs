@@ -8,20 +8,25 @@ use patchpilot_fleet::bus::{StreamName, trace};
 
 use crate::support::arg;
 
+/// `patchpilot submit` of the Trivy report of `localhost:*/alpine:3.10`;
+/// returns the trace id it prints.
+pub(crate) async fn submit_alpine_report(stack: &Stack) -> anyhow::Result<String> {
+    let out = stack.cli(&["submit", arg(&fixture("reports/trivy-alpine-310-registry.json"))]).await?;
+    anyhow::ensure!(out.code == Some(0), "submit failed: {}", out.stderr);
+    out.stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("trace_id="))
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("submit printed no trace id: {}", out.stderr))
+}
+
 #[tokio::test]
 async fn submit_trace_continues_through_the_planner_to_the_job() -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let _planner = stack.spawn_planner(
         "[planner.registry]\nlookup_labels = false\n[[planner.mappings]]\nimage = \"localhost:*/alpine:*\"\nrepo = \"https://github.com/acme/alpine-app\"\n",
     )?;
-    let out = stack.cli(&["submit", arg(&fixture("reports/trivy-alpine-310-registry.json"))]).await?;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let trace_id = out
-        .stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("trace_id="))
-        .map(str::to_owned)
-        .expect("submit prints its trace id");
+    let trace_id = submit_alpine_report(&stack).await?;
     assert_eq!(trace_id.len(), 32);
 
     // The assessment message carries it…
@@ -64,8 +69,7 @@ async fn spans_are_exported_over_otlp_when_an_endpoint_is_set() -> anyhow::Resul
         "[planner.registry]\nlookup_labels = false\n",
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "200")],
     )?;
-    let out = stack.cli(&["submit", arg(&fixture("reports/trivy-alpine-310-registry.json"))]).await?;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    submit_alpine_report(&stack).await?;
     let (mut conn, _) = tokio::time::timeout(Duration::from_secs(20), collector.accept()).await??;
     let mut preface = [0u8; 24];
     tokio::time::timeout(Duration::from_secs(10), conn.read_exact(&mut preface)).await??;
