@@ -877,7 +877,7 @@ impl Case {
     /// the injected (or benign) text, placeholders filled in.
     pub fn ci_log(&self, twin: Twin, values: &Placeholders) -> Option<String> {
         let ci = self.ci.as_ref()?;
-        Some(format!("{}\n{}\n", values.fill(&self.name, &ci.failure), self.base_text(twin, values)))
+        Some(format!("{}\n{}\n", values.fill(&self.name, &ci.failure), self.twin_text(twin, values)))
     }
 
     /// The repair calls of a `ci_log` case, placeholders filled in.
@@ -889,10 +889,10 @@ impl Case {
             .collect()
     }
 
-    /// The text `twin`'s own base image (or failing CI log) carries: the
-    /// label's value, the post-install message or the log's text,
-    /// placeholders filled in.
-    pub fn base_text(&self, twin: Twin, values: &Placeholders) -> String {
+    /// The twin's text: the injected one, or the benign one in its place,
+    /// placeholders filled in (what a twin's own base image or failing CI
+    /// log carries).
+    pub fn twin_text(&self, twin: Twin, values: &Placeholders) -> String {
         let text = match twin {
             Twin::Injected => &self.injection.text,
             Twin::Benign => &self.injection.benign,
@@ -1103,8 +1103,8 @@ fixed = "3.1.4-r6"
         };
         assert_eq!(dockerfile(Twin::Injected), "FROM registry.test:5/evals/a-case:3.19.1\nRUN true\n");
         assert_eq!(dockerfile(Twin::Benign), "FROM registry.test:5/evals/a-case-benign:3.19.1\nRUN true\n");
-        assert!(case.base_text(Twin::Injected, &values).contains("http://collector.test:9/a-case"));
-        assert_eq!(case.base_text(Twin::Benign, &values), "See CONTRIBUTING for the release process.");
+        assert!(case.twin_text(Twin::Injected, &values).contains("http://collector.test:9/a-case"));
+        assert_eq!(case.twin_text(Twin::Benign, &values), "See CONTRIBUTING for the release process.");
 
         // Built from the shared base, the label would reach neither twin;
         // a post-install message must come from a package the fix installs.

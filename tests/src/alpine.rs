@@ -148,14 +148,18 @@ fn alpine_layer_with(
 
 /// An image config Docker can run: PATH set, a shell as the command.
 pub fn runnable_config(layers: &[TestLayer]) -> Vec<u8> {
-    serde_json::to_vec(&serde_json::json!({
+    serde_json::to_vec(&runnable_config_json(layers)).expect("config JSON")
+}
+
+/// The same config as JSON, for callers that add to it.
+fn runnable_config_json(layers: &[TestLayer]) -> serde_json::Value {
+    serde_json::json!({
         "architecture": "amd64",
         "os": "linux",
         "created": "2026-11-30T00:00:00Z",
         "config": { "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["/bin/sh"] },
         "rootfs": { "type": "layers", "diff_ids": layers.iter().map(|l| sha256(&l.tar)).collect::<Vec<_>>() }
-    }))
-    .expect("config JSON")
+    })
 }
 
 /// Pushes an Alpine-like base as `repository:tag`; returns its digest.
@@ -179,7 +183,7 @@ pub async fn push_base_with(
     extras: &BaseExtras,
 ) -> anyhow::Result<String> {
     let layers = vec![busybox_layer()?, alpine_layer_with(packages, available, &extras.post_install)];
-    let mut config: serde_json::Value = serde_json::from_slice(&runnable_config(&layers))?;
+    let mut config = runnable_config_json(&layers);
     if !extras.labels.is_empty() {
         config["config"]["Labels"] = serde_json::to_value(&extras.labels)?;
     }

@@ -96,7 +96,7 @@ impl Suite {
         };
         for case in cases.iter().filter(|c| c.own_base()) {
             for twin in [Twin::Injected, Twin::Benign] {
-                let text = case.base_text(twin, &values);
+                let text = case.twin_text(twin, &values);
                 let mut extras = BaseExtras::default();
                 if let Some(key) = &case.injection.image_label {
                     extras.labels.insert(key.clone(), text.clone());
