@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use patchpilot_fleet::config::{self, Section, ServiceConfig, Validate, key};
 use patchpilot_fleet::mtls::TlsFiles;
-use patchpilot_model::broker::{Budget, ConnectionKind, ConnectionName, GrantedConnection};
+use patchpilot_model::broker::{Budget, ConnectionBudget, ConnectionKind, ConnectionName, GrantedConnection};
 use serde::{Deserialize, Serialize};
 use url::Url;
 
@@ -112,6 +112,9 @@ pub struct ConnectionConfig {
     /// Route patterns a run may call; the kind's defaults when unset.
     #[serde(default)]
     pub routes: Option<Vec<String>>,
+    /// What one run may spend on this connection, inside `[broker.budget]`.
+    #[serde(default)]
+    pub budget: ConnectionBudget,
 }
 
 fn default_auth() -> AuthSource {
@@ -163,6 +166,7 @@ impl ConnectionConfig {
             kind: self.kind,
             methods: self.methods(),
             routes: self.routes(),
+            budget: self.budget,
         }
     }
 }
@@ -248,6 +252,18 @@ impl Validate for ConnectionConfig {
                 ));
             }
             _ => {}
+        }
+        for (field, limit) in [
+            ("requests", self.budget.requests),
+            ("bytes", self.budget.bytes),
+            ("model_tokens", self.budget.model_tokens),
+        ] {
+            if limit == Some(0) {
+                return Err(config::Error::invalid(
+                    key(&key(prefix, "budget"), field),
+                    "must be above 0 (leave it out to grant the connection nothing: remove it from the grants)",
+                ));
+            }
         }
         for method in self.methods() {
             if !METHODS.contains(&method.as_str()) {

@@ -22,7 +22,7 @@ use crate::config::{AuthSource, BrokerConfig, ConnectionConfig};
 use crate::gateway::GatewayClient;
 use crate::metrics::BrokerMetrics;
 use crate::route::{self, RequestTarget};
-use crate::store::{CallRecord, CapabilityToken, Denied, Store};
+use crate::store::{CallRecord, CapabilityToken, Denied, Reservation, Store};
 use crate::{CAPABILITY_HEADER, Error, REFUSAL_HEADER};
 
 /// A call as the terminator delivered it.
@@ -426,14 +426,25 @@ impl Relay {
             return pending.refuse(BrokerRefusal::RouteDenied, "no granted method and route", None);
         };
         pending.record.route = Some(route.to_owned());
-        match self.store.reserve(&call.run_id, &token).await {
-            Ok(true) => pending.charged = true,
-            Ok(false) => {
+        match self.store.reserve(&call.run_id, &token, granted).await {
+            Ok(Reservation::Reserved) => pending.charged = true,
+            Ok(Reservation::RunSpent(what)) => {
                 return pending.refuse(
                     BrokerRefusal::BudgetExhausted,
-                    "budget spent by a concurrent call",
+                    format!("the run's {what} budget is spent (by a concurrent call)"),
                     None,
                 );
+            }
+            Ok(Reservation::ConnectionSpent(what)) => {
+                return pending.refuse(
+                    BrokerRefusal::BudgetExhausted,
+                    format!("the connection's own {what} budget is spent"),
+                    None,
+                );
+            }
+            Ok(Reservation::Revoked) => {
+                self.forget(&call.run_id);
+                return pending.refuse(BrokerRefusal::CapabilityInvalid, "revoked during the call", None);
             }
             Err(e) => {
                 return pending.refuse(

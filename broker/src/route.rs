@@ -301,6 +301,7 @@ mod tests {
             kind: ConnectionKind::GithubRead,
             methods: vec!["GET".into()],
             routes: vec!["/repos/*/*/releases/**".into()],
+            budget: Default::default(),
         };
         let t = target("/repos/a/b/releases/latest");
         assert_eq!(granted_route(&grant, "GET", &t), Some("/repos/*/*/releases/**"));

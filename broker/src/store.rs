@@ -7,7 +7,7 @@
 //! and a request is reserved against the budget atomically.
 
 use chrono::{DateTime, Utc};
-use patchpilot_model::broker::{BrokerRefusal, Grant};
+use patchpilot_model::broker::{BrokerRefusal, Grant, GrantedConnection};
 use sha2::{Digest as _, Sha256};
 use sqlx::PgPool;
 
@@ -81,6 +81,20 @@ impl From<Denied> for BrokerRefusal {
     }
 }
 
+/// What became of a call's reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// Counted against the run's budget and the connection's.
+    Reserved,
+    /// The run's budget is spent (a concurrent call took the last of it):
+    /// which limit.
+    RunSpent(&'static str),
+    /// The connection's own budget is spent: which limit.
+    ConnectionSpent(&'static str),
+    /// The capability was revoked meanwhile.
+    Revoked,
+}
+
 /// One call at the boundary.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CallRecord {
@@ -146,7 +160,7 @@ impl Store {
                  token_sha256 = EXCLUDED.token_sha256, worker = EXCLUDED.worker,
                  grant_json = EXCLUDED.grant_json, requests_limit = EXCLUDED.requests_limit,
                  bytes_limit = EXCLUDED.bytes_limit, model_tokens_limit = EXCLUDED.model_tokens_limit,
-                 requests_used = 0, bytes_used = 0, model_tokens_used = 0,
+                 requests_used = 0, bytes_used = 0, model_tokens_used = 0, connection_used = '{}',
                  minted_at = now(), revoked_at = NULL",
         )
         .bind(run_id)
@@ -217,21 +231,80 @@ impl Store {
         Ok(Ok(LiveCapability { grant, used: (requests, bytes, tokens) }))
     }
 
-    /// Reserves one request against the budget, atomically: false when
-    /// another call took the last one (or the capability was revoked).
-    pub async fn reserve(&self, run_id: &str, token: &CapabilityToken) -> Result<bool, Error> {
+    /// Reserves one request against the run's budget and `connection`'s
+    /// own, atomically: one UPDATE of the capability's row checks both and
+    /// counts the call in both, so two concurrent calls cannot both take
+    /// the last one.
+    pub async fn reserve(
+        &self,
+        run_id: &str,
+        token: &CapabilityToken,
+        connection: &GrantedConnection,
+    ) -> Result<Reservation, Error> {
+        let limit = |l: Option<u64>| l.map(saturating_i64);
+        let name = connection.name.as_str();
         let done = sqlx::query(
-            "UPDATE broker_capabilities SET requests_used = requests_used + 1
+            "UPDATE broker_capabilities SET requests_used = requests_used + 1,
+                 connection_used = connection_used || jsonb_build_object($3::text, jsonb_build_object(
+                     'requests', COALESCE((connection_used->$3->>'requests')::bigint, 0) + 1,
+                     'bytes', COALESCE((connection_used->$3->>'bytes')::bigint, 0),
+                     'model_tokens', COALESCE((connection_used->$3->>'model_tokens')::bigint, 0)))
              WHERE run_id = $1 AND token_sha256 = $2 AND revoked_at IS NULL
                AND requests_used < requests_limit AND bytes_used < bytes_limit
-               AND model_tokens_used < model_tokens_limit",
+               AND model_tokens_used < model_tokens_limit
+               AND ($4::bigint IS NULL OR COALESCE((connection_used->$3->>'requests')::bigint, 0) < $4)
+               AND ($5::bigint IS NULL OR COALESCE((connection_used->$3->>'bytes')::bigint, 0) < $5)
+               AND ($6::bigint IS NULL OR COALESCE((connection_used->$3->>'model_tokens')::bigint, 0) < $6)",
         )
         .bind(run_id)
         .bind(&token.digest()[..])
+        .bind(name)
+        .bind(limit(connection.budget.requests))
+        .bind(limit(connection.budget.bytes))
+        .bind(limit(connection.budget.model_tokens))
         .execute(&self.pool)
         .await
         .map_err(db("reserve a call"))?;
-        Ok(done.rows_affected() > 0)
+        if done.rows_affected() > 0 {
+            return Ok(Reservation::Reserved);
+        }
+        // Refused: say which limit, for the operator's record (the guest
+        // sees only `budget_exhausted`).
+        type Row = (i64, i64, i64, i64, i64, i64, serde_json::Value);
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT requests_used, bytes_used, model_tokens_used,
+                    requests_limit, bytes_limit, model_tokens_limit, connection_used->$3
+             FROM broker_capabilities
+             WHERE run_id = $1 AND token_sha256 = $2 AND revoked_at IS NULL",
+        )
+        .bind(run_id)
+        .bind(&token.digest()[..])
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("read a refused reservation"))?;
+        let Some((requests, bytes, tokens, requests_limit, bytes_limit, tokens_limit, spent)) = row else {
+            return Ok(Reservation::Revoked);
+        };
+        let run = [
+            ("requests", requests, requests_limit),
+            ("bytes", bytes, bytes_limit),
+            ("model_tokens", tokens, tokens_limit),
+        ];
+        if let Some((what, _, _)) = run.iter().find(|(_, used, limit)| used >= limit) {
+            return Ok(Reservation::RunSpent(what));
+        }
+        let own = [
+            ("requests", connection.budget.requests),
+            ("bytes", connection.budget.bytes),
+            ("model_tokens", connection.budget.model_tokens),
+        ];
+        let spent_on = |what: &str| spent.get(what).and_then(serde_json::Value::as_i64).unwrap_or(0);
+        let what = own
+            .iter()
+            .find(|(what, limit)| limit.is_some_and(|l| spent_on(what) >= saturating_i64(l)))
+            .map_or("requests", |(what, _)| what);
+        Ok(Reservation::ConnectionSpent(what))
     }
 
     /// Records a call, and adds what it spent to its run's capability
@@ -241,7 +314,11 @@ impl Store {
         sqlx::query(
             "WITH spend AS (
                  UPDATE broker_capabilities
-                 SET bytes_used = bytes_used + $11 + $12, model_tokens_used = model_tokens_used + $14
+                 SET bytes_used = bytes_used + $11 + $12, model_tokens_used = model_tokens_used + $14,
+                     connection_used = connection_used || jsonb_build_object($2::text, jsonb_build_object(
+                         'requests', COALESCE((connection_used->$2->>'requests')::bigint, 0),
+                         'bytes', COALESCE((connection_used->$2->>'bytes')::bigint, 0) + $11 + $12,
+                         'model_tokens', COALESCE((connection_used->$2->>'model_tokens')::bigint, 0) + $14))
                  WHERE run_id = $1 AND $15
              )
              INSERT INTO broker_calls

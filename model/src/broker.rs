@@ -111,6 +111,34 @@ pub struct GrantedConnection {
     /// Route patterns the path must match: `/` separated segments where
     /// `*` matches exactly one segment and a final `**` any rest.
     pub routes: Vec<String>,
+    /// What the run may spend on this connection alone, within the run's
+    /// budget: so a chatty connection (release notes, say) cannot spend
+    /// the model's share. Absent in grants minted before it existed.
+    #[serde(default, skip_serializing_if = "ConnectionBudget::is_unlimited")]
+    pub budget: ConnectionBudget,
+}
+
+/// A connection's own limits inside a run's [`Budget`]; an unset limit
+/// leaves only the run's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConnectionBudget {
+    /// Calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// Request plus response body bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Model tokens (input plus output) as the upstream reported them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_tokens: Option<u64>,
+}
+
+impl ConnectionBudget {
+    /// Whether it sets no limit of its own.
+    pub fn is_unlimited(&self) -> bool {
+        *self == ConnectionBudget::default()
+    }
 }
 
 /// What a run may spend through the broker, over all its connections.

@@ -522,6 +522,87 @@ routes = ["/repos/*/*/releases/**"]
 }
 
 #[tokio::test]
+async fn a_connections_own_budget_binds_it_alone_and_the_runs_other_connections_go_on() -> anyhow::Result<()>
+{
+    // Two calls on `github`, 50 model tokens on `model` (each answer
+    // reports 42), inside a run budget of 100 calls.
+    let connections = format!(
+        "{CONNECTIONS}budget = {{ requests = 2 }}\n"
+    )
+    .replace(
+        "routes = [\"/chat/completions\", \"/leak\", \"/unauthorized\", \"/fail\"]\n",
+        "routes = [\"/chat/completions\", \"/leak\", \"/unauthorized\", \"/fail\"]\nbudget = { model_tokens = 50 }\n",
+    );
+    let mut harness = BrokerHarness::start(&connections, 100).await?;
+    let cap = harness.mint("run-c", &["model", "github"]).await?;
+    let sock = harness.terminator("run-c")?;
+    let release = "/v1/c/github/repos/o/r/releases/latest";
+    let chat = "/v1/c/model/chat/completions";
+    let body = r#"{"model":"m","messages":[]}"#;
+    for _ in 0..2 {
+        assert_eq!(guest(&sock, "GET", release, &cap, "").await?.status, 200);
+    }
+    let over = guest(&sock, "GET", release, &cap, "").await?;
+    assert_eq!((over.status, over.refusal().as_deref()), (429, Some("budget_exhausted")));
+    // The model's share is its own: 42, then 84 tokens, then refused.
+    for _ in 0..2 {
+        assert_eq!(guest(&sock, "POST", chat, &cap, body).await?.status, 200);
+    }
+    let spent = guest(&sock, "POST", chat, &cap, body).await?;
+    assert_eq!((spent.status, spent.refusal().as_deref()), (429, Some("budget_exhausted")));
+
+    // The operator's record says which limit bound; refusals cost nothing.
+    let recorded = calls(&harness, "run-c").await?;
+    let reasons: Vec<&str> = recorded.iter().filter_map(|c| c.reason.as_deref()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "the connection's own requests budget is spent",
+            "the connection's own model_tokens budget is spent"
+        ],
+        "{recorded:#?}"
+    );
+    let (used, per_connection): (i64, serde_json::Value) = sqlx::query_as(
+        "SELECT requests_used, connection_used FROM broker_capabilities WHERE run_id = 'run-c'",
+    )
+    .fetch_one(&harness.stack.pool)
+    .await?;
+    assert_eq!(used, 4);
+    assert_eq!(per_connection["github"]["requests"], 2);
+    assert_eq!(per_connection["model"]["model_tokens"], 84);
+
+    // Raising the connection's budget in config mid-run does not widen the
+    // running run's grant; a new run gets it.
+    harness.restart(&connections.replace("requests = 2", "requests = 20"), 100).await?;
+    let sock = harness.terminator("run-c")?;
+    assert_eq!(guest(&sock, "GET", release, &cap, "").await?.refusal().as_deref(), Some("budget_exhausted"));
+    let fresh = harness.mint("run-d", &["github"]).await?;
+    let fresh_sock = harness.terminator("run-d")?;
+    for _ in 0..3 {
+        assert_eq!(guest(&fresh_sock, "GET", release, &fresh, "").await?.status, 200);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_connection_budget_of_zero_is_refused_at_start_naming_the_key() -> anyhow::Result<()> {
+    let bad = format!("{CONNECTIONS}budget = {{ bytes = 0 }}\n");
+    let harness = BrokerHarness::start(CONNECTIONS, 100).await?;
+    let path = harness.stack.write_config("broker-bad.toml", &format!(
+        "[broker]\nlisten = \"127.0.0.1:0\"\n[broker.tls]\nca = \"/x\"\ncert = \"/x\"\nkey = \"/x\"\n{bad}"
+    ))?;
+    let out = patchpilot_e2e::run_binary(
+        "patchpilot-broker",
+        &["--config", path.to_str().context("path")?],
+        &harness.stack.env(),
+    )
+    .await?;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("broker.connections.github.budget.bytes"), "{}", out.stderr);
+    Ok(())
+}
+
+#[tokio::test]
 async fn only_the_terminators_identity_completes_a_call() -> anyhow::Result<()> {
     let harness = BrokerHarness::start(CONNECTIONS, 100).await?;
     let url = harness.endpoint.url.clone().context("url")?;
@@ -802,7 +883,11 @@ async fn an_anthropic_connection_signs_with_x_api_key_and_counts_its_tokens() ->
     let seen = harness.upstream.seen();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].path_and_query, "/v1/messages");
-    assert_eq!(seen[0].headers.get("x-api-key").map(String::as_str), Some(KEY), "the gateway's key, not the capability");
+    assert_eq!(
+        seen[0].headers.get("x-api-key").map(String::as_str),
+        Some(KEY),
+        "the gateway's key, not the capability"
+    );
     assert_eq!(seen[0].headers.get("anthropic-version").map(String::as_str), Some("2023-06-01"));
     assert!(!seen[0].headers.contains_key("authorization"));
     let recorded = calls(&harness, "run-c").await?;
