@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use patchpilot_fleet::bus::{Bus, Outgoing, topics};
+use patchpilot_fleet::bus::{Bus, Outgoing, topics, trace};
 use patchpilot_model::Event;
 use tokio_util::sync::CancellationToken;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -72,7 +72,16 @@ impl StateEvents {
                 .iter()
                 .map(|t| {
                     let event = Self::event(t);
-                    Outgoing::new(&topics::EVENTS, Some(&event.kind), &event.event_id, &event, &context)
+                    // Each event continues its remediation's trace, so a
+                    // consumer's handling of it joins submit → PR.
+                    let cx = t.traceparent.as_deref().map(trace::from_traceparent);
+                    Outgoing::new(
+                        &topics::EVENTS,
+                        Some(&event.kind),
+                        &event.event_id,
+                        &event,
+                        cx.as_ref().unwrap_or(&context),
+                    )
                 })
                 .collect();
             let acks = self.bus.publish_many(outgoing).await;

@@ -173,6 +173,9 @@ pub struct Transition {
     /// When the remediation entered the state it left: its previous state
     /// change, or its creation.
     pub entered_at: DateTime<Utc>,
+    /// The remediation's trace (its job's `traceparent`), which its events
+    /// continue.
+    pub traceparent: Option<String>,
 }
 
 /// The controllers' shared store.
@@ -203,7 +206,7 @@ impl Store {
                     COALESCE((SELECT max(p.at) FROM controller_transitions p \
                               WHERE p.remediation_id = t.remediation_id AND p.id < t.id \
                                 AND p.from_state <> p.to_state), \
-                             r.created_at, t.at) AS entered_at \
+                             r.created_at, t.at) AS entered_at, r.traceparent \
              FROM controller_transitions t LEFT JOIN controller_remediations r USING (remediation_id) \
              WHERE t.published_at IS NULL AND t.from_state <> t.to_state ORDER BY t.id LIMIT $1",
         )

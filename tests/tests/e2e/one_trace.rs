@@ -21,6 +21,7 @@
 //! patchpilot-planner     └ bus.receive (ASSESSMENTS)
 //! patchpilot-planner       └ planner.publish_job
 //! patchpilot-controller      └ bus.receive (REMEDIATIONS)      job intake; its context is stored
+//! patchpilot-planner           ├ bus.receive (EVENTS)          a lifecycle event, from the stored context
 //! patchpilot-controller        └ controller.remediation        every executor turn, from the stored context
 //! patchpilot-controller          ├ step (request_run)
 //! patchpilot-sandbox-worker      │ └ bus.receive (SANDBOX_RUNS)
@@ -289,6 +290,14 @@ fn chain(all: &[Received], trace_id: &str, remediation_id: &str) -> Result<Chain
         &job,
     )?;
     keep("controller intake", &intake);
+    // The controller's lifecycle events continue the job's trace: the
+    // planner's handling of one (it keeps its state in step) joins it.
+    let events = children(
+        "the planner's bus.receive of a lifecycle event (EVENTS) under the controller's job intake",
+        named(spans, PLANNER, "bus.receive", Some(("stream", "EVENTS"))),
+        &intake,
+    )?;
+    keep("planner event intake", &events);
     // Every executor turn on the remediation, wherever its trace: each one
     // must continue the stored context of the job intake.
     let turns = named(all, CONTROLLER, "controller.remediation", remediation);
