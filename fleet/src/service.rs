@@ -36,6 +36,12 @@ pub struct ServiceArgs {
     /// Print the effective configuration (passwords masked) and exit.
     #[arg(long)]
     pub dump_config: bool,
+    /// Apply the fleet's schema migrations to `[database]` and exit: for a
+    /// deployment whose services run under roles that own no tables
+    /// (`deploy/postgres/roles.sql`), run once per upgrade with the owner's
+    /// URL. `database.migrate` does not matter here.
+    #[arg(long, conflicts_with = "dump_config")]
+    pub migrate_only: bool,
 }
 
 /// What a service is, for the skeleton.
@@ -245,6 +251,10 @@ where
             }
         };
     }
+    if args.migrate_only && !spec.uses_database {
+        eprintln!("{name}: --migrate-only: this service uses no database");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -252,6 +262,9 @@ where
             return ExitCode::FAILURE;
         }
     };
+    if args.migrate_only {
+        return runtime.block_on(migrate_only(name, &config.fleet.database));
+    }
     runtime.block_on(async move {
         let guard = match telemetry::init(name, &config.fleet.telemetry) {
             Ok(t) => t,
@@ -264,6 +277,25 @@ where
         guard.shutdown();
         code
     })
+}
+
+/// `--migrate-only`: the schema, then exit.
+async fn migrate_only(name: &str, database: &config::DatabaseConfig) -> ExitCode {
+    let database = config::DatabaseConfig { migrate: true, ..database.clone() };
+    match store::connect(&database).await {
+        Ok(pool) => {
+            pool.close().await;
+            println!(
+                "{name}: the schema is up to date ({} migrations known)",
+                store::migrator().iter().count()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{name}: {}", error_chain(&e));
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn serve<S, F, Fut, E>(spec: ServiceSpec, config: ServiceConfig<S>, run: F) -> ExitCode

@@ -338,6 +338,7 @@ impl Service {
         log: PathBuf,
     ) -> anyhow::Result<Service> {
         let bin = binary(binary_name)?;
+        let env = as_service_role(binary_name, env)?;
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
         let child = Command::new(bin)
             .arg("--config")
@@ -435,12 +436,62 @@ pub struct CliOutput {
 /// Runs the workspace binary `name` with `args` and extra environment.
 pub async fn run_binary(name: &str, args: &[&str], env: &[(String, String)]) -> anyhow::Result<CliOutput> {
     let bin = binary(name)?;
+    let env = as_service_role(name, env)?;
     let out = tokio::process::Command::new(bin).args(args).envs(env.iter().cloned()).output().await?;
     Ok(CliOutput {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
+}
+
+/// Set in a stack's env by [`Stack::use_service_roles`].
+const SERVICE_ROLES: &str = "PATCHPILOT_TEST_SERVICE_ROLES";
+
+/// The role `deploy/postgres/roles.sql` gives each binary.
+pub fn service_role(binary_name: &str) -> Option<&'static str> {
+    Some(match binary_name {
+        "patchpilot-planner" => "patchpilot_planner",
+        "patchpilot-controller" | "patchpilot-local-ci" => "patchpilot_controller",
+        "patchpilot-sandbox-worker" => "patchpilot_sandbox",
+        "patchpilot-broker" => "patchpilot_broker",
+        "patchpilot-gateway" => "patchpilot_gateway",
+        "patchpilot-retro" => "patchpilot_retro",
+        "patchpilot" => "patchpilot_operator",
+        _ => return None,
+    })
+}
+
+/// Applies `deploy/postgres/roles.sql` to the database of `pool` (a
+/// superuser's): the roles, then the grants on its migrated tables.
+pub async fn apply_roles(pool: &PgPool) -> anyhow::Result<()> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/postgres/roles.sql");
+    let sql = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(pool)
+        .await
+        .context("applying deploy/postgres/roles.sql")?;
+    Ok(())
+}
+
+/// `env` as `binary_name` gets it: under [`Stack::use_service_roles`], its
+/// database URL names the binary's role and migrations are off.
+fn as_service_role(binary_name: &str, env: &[(String, String)]) -> anyhow::Result<Vec<(String, String)>> {
+    let mut env: Vec<(String, String)> = env.to_vec();
+    if !env.iter().any(|(k, v)| k == SERVICE_ROLES && v == "1") {
+        return Ok(env);
+    }
+    let role =
+        service_role(binary_name).with_context(|| format!("{binary_name} has no role in roles.sql"))?;
+    for (key, value) in env.iter_mut() {
+        if key == "PATCHPILOT_DATABASE__URL" {
+            let mut url = url::Url::parse(value)?;
+            url.set_username(role).map_err(|()| anyhow::anyhow!("cannot set a user on {value}"))?;
+            *value = url.to_string();
+        }
+    }
+    env.push(("PATCHPILOT_DATABASE__MIGRATE".into(), "false".into()));
+    Ok(env)
 }
 
 /// NATS, a database, and connections to both.
@@ -503,6 +554,16 @@ impl Stack {
         .into_iter()
         .chain(self.extra_env.iter().cloned())
         .collect()
+    }
+
+    /// From now on, every service and CLI run started from this stack
+    /// connects as its own role from `deploy/postgres/roles.sql`, with
+    /// migrations off, as a deployment that follows `deploy/README.md`
+    /// does: a grant missing from the script fails the service there.
+    pub async fn use_service_roles(&mut self) -> anyhow::Result<()> {
+        apply_roles(&self.pool).await?;
+        self.add_env(SERVICE_ROLES, "1");
+        Ok(())
     }
 
     /// Adds `key=value` to [`Stack::env`]: every service and CLI run started

@@ -1,7 +1,9 @@
 //! The deployment files in `deploy/`: every service has a systemd unit that
 //! `systemd-analyze verify` accepts without a word (with the units' binary
 //! paths pointed at this build's binaries), each hardened the same way, and
-//! the NATS cluster configuration is one `nats-server` accepts.
+//! the NATS cluster configuration is one `nats-server` accepts, and the
+//! PostgreSQL roles of `deploy/postgres/roles.sql` keep each service to its
+//! own tables.
 
 use std::path::Path;
 
@@ -113,5 +115,105 @@ fn the_nats_cluster_configuration_is_valid_for_every_node() -> anyhow::Result<()
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    Ok(())
+}
+
+/// A role's URL on the database at `url`.
+fn as_role(url: &str, role: &str) -> anyhow::Result<String> {
+    let mut url = url::Url::parse(url)?;
+    url.set_username(role).map_err(|()| anyhow::anyhow!("no user in the URL"))?;
+    Ok(url.to_string())
+}
+
+/// `deploy/postgres/roles.sql` as `deploy/README.md` runs it on a new
+/// database: the roles, the schema migrated by its owner with a service's
+/// `--migrate-only`, the grants. Each service's role then reaches its own
+/// tables and is refused the others' (the full loop under these roles is
+/// `one_trace::submit_planner_controller_sandbox_run_and_pr_are_one_trace`).
+#[tokio::test]
+async fn each_services_postgres_role_reaches_its_own_tables_and_no_others() -> anyhow::Result<()> {
+    let db = patchpilot_e2e::TestDatabase::create().await?;
+    let admin = sqlx::PgPool::connect(&db.url).await?;
+    patchpilot_e2e::apply_roles(&admin).await?;
+    let owner = as_role(&db.url, "patchpilot_owner")?;
+    let migrated = patchpilot_e2e::run_binary(
+        "patchpilot-planner",
+        &["--migrate-only"],
+        &[("PATCHPILOT_DATABASE__URL".into(), owner)],
+    )
+    .await?;
+    assert_eq!(migrated.code, Some(0), "{}", migrated.stderr);
+    assert!(migrated.stdout.contains("the schema is up to date"), "{}", migrated.stdout);
+    patchpilot_e2e::apply_roles(&admin).await?;
+    // Twice more: it is idempotent.
+    patchpilot_e2e::apply_roles(&admin).await?;
+    let owners: Vec<(String,)> =
+        sqlx::query_as("SELECT DISTINCT tableowner::text FROM pg_tables WHERE schemaname = 'public'")
+            .fetch_all(&admin)
+            .await?;
+    assert_eq!(owners, [("patchpilot_owner".to_owned(),)]);
+
+    // (role, a table it writes, tables it must not read)
+    let roles: &[(&str, &str, &[&str])] = &[
+        (
+            "patchpilot_planner",
+            "remediation_jobs",
+            &["controller_remediations", "broker_capabilities", "gateway_secrets"],
+        ),
+        (
+            "patchpilot_controller",
+            "controller_runs",
+            &["remediation_jobs", "broker_calls", "gateway_secrets"],
+        ),
+        (
+            "patchpilot_sandbox",
+            "egress_decisions",
+            &["controller_remediations", "broker_capabilities", "gateway_secrets"],
+        ),
+        (
+            "patchpilot_broker",
+            "broker_calls",
+            &["gateway_secrets", "gateway_access_tokens", "controller_runs"],
+        ),
+        ("patchpilot_gateway", "gateway_refresh_leases", &["broker_capabilities", "remediations"]),
+        ("patchpilot_retro", "retrospectives", &["broker_calls", "gateway_secrets", "egress_decisions"]),
+    ];
+    for (role, own, others) in roles {
+        let pool = sqlx::PgPool::connect(&as_role(&db.url, role)?).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {own}")))
+            .execute(&pool)
+            .await
+            .with_context(|| format!("{role} reading its {own}"))?;
+        let can: (bool,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT has_table_privilege('{own}', 'INSERT') AND has_table_privilege('{own}', 'UPDATE')"
+        )))
+        .fetch_one(&pool)
+        .await?;
+        assert!(can.0, "{role} cannot write {own}");
+        for other in *others {
+            let refused = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT 1 FROM {other} LIMIT 1")))
+                .execute(&pool)
+                .await
+                .expect_err(&format!("{role} read {other}"));
+            assert_eq!(
+                refused.as_database_error().and_then(|e| e.code()).as_deref(),
+                Some("42501"),
+                "{role} on {other}: {refused}"
+            );
+        }
+        // No service changes the schema.
+        let create = sqlx::query("CREATE TABLE intruder (x int)").execute(&pool).await;
+        assert!(create.is_err(), "{role} created a table");
+        pool.close().await;
+    }
+    // The operator's CLI reads everything and writes none of the services' state.
+    let operator = sqlx::PgPool::connect(&as_role(&db.url, "patchpilot_operator")?).await?;
+    for table in ["controller_remediations", "broker_calls", "egress_decisions", "remediations"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}"))).execute(&operator).await?;
+    }
+    let write = sqlx::query("DELETE FROM controller_remediations").execute(&operator).await;
+    assert!(write.is_err(), "the operator role deleted the controller's remediations");
+    operator.close().await;
+    admin.close().await;
     Ok(())
 }

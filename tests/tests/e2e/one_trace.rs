@@ -360,6 +360,9 @@ async fn submit_planner_controller_sandbox_run_and_pr_are_one_trace() -> anyhow:
     }
     let receiver = Receiver::start().await?;
     let mut stack = Stack::start().await?;
+    // As deploy/README.md deploys it: each service (and the CLI) under its
+    // own Postgres role, granted only its tables, with migrations off.
+    stack.use_service_roles().await?;
     // Every service and CLI run of this stack exports to the receiver,
     // with a short batch delay so spans arrive while the work goes on.
     stack.add_env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint);
