@@ -8,7 +8,9 @@
 //! - [`classify`]: deterministic rules; every classification names the
 //!   rule that decided it.
 //! - [`normalize`] and [`cluster`]: condensing similar items across runs
-//!   (normalised text, TF-IDF cosine, greedy and order-independent).
+//!   (normalised text, TF-IDF cosine, greedy and order-independent), after
+//!   [`signature`]: known problems merged whatever their wording, each
+//!   merge naming its signature.
 //! - [`report`]: the fleet view `patchpilot retros` prints: clusters by
 //!   count and trend, hot spots, tools for the guest image, and drafts of
 //!   repository instructions for an operator to approve.
@@ -23,6 +25,7 @@ pub mod normalize;
 pub mod record;
 pub mod report;
 pub mod service;
+pub mod signature;
 pub mod store;
 
 pub use classify::{Category, Classification, classify};

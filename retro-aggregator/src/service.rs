@@ -130,6 +130,23 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), patchpilot_f
         );
         stored
     });
+    // Rows an older build's rules classified are classified again before
+    // new ones arrive, so the store speaks one version of the rules. A
+    // failure here is logged, not fatal: the intake matters more, and the
+    // next start (or `patchpilot retros reclassify`) tries again.
+    match store::reclassify(fleet.pool(), store::Scope::Outdated, false).await {
+        Ok(done) if done.examined > 0 => tracing::info!(
+            examined = done.examined,
+            category_changes = done.category_changes(),
+            rule_changes = done.rule_changed,
+            rules_version = crate::classify::RULES_VERSION,
+            "classified stored retrospectives again under the current rules"
+        ),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(error = %patchpilot_model::error_chain(&e), "reclassifying stored retrospectives failed")
+        }
+    }
     let intake = Intake::new(fleet.pool().clone(), stored);
     tracing::info!(consumer = %section.consumer, "retro aggregator starting");
     fleet.consume(&spec, ConsumeOptions { batch_size: section.batch_size, concurrency: 1 }, &intake).await
