@@ -14,6 +14,8 @@
 //! - [`report`]: the fleet view `patchpilot retros` prints: clusters by
 //!   count and trend, hot spots, tools for the guest image, and drafts of
 //!   repository instructions for an operator to approve.
+//! - [`digest`]: the optional periodic digest, published for the
+//!   controller's notifiers.
 //!
 //! Retrospective text comes from guests and models: it is data to count
 //! and show, never instructions. Nothing here changes the fleet's
@@ -21,6 +23,7 @@
 
 pub mod classify;
 pub mod cluster;
+pub mod digest;
 pub mod normalize;
 pub mod record;
 pub mod report;
