@@ -286,5 +286,65 @@ async fn a_fleets_retrospectives_condense_into_its_problems() -> anyhow::Result<
     let listed = view["missing_tools"].as_array().into_iter().flatten().find(|t| t["tool"] == "make");
     assert_eq!(listed.and_then(|t| t["runs"].as_u64()), Some(make_runs as u64));
     println!("{}", stack.cli(&["retros", "--until", "2026-12-06T00:00:00Z"]).await?.stdout);
+
+    // Rules change: two Go proxy timeouts as older rules would have left
+    // them. `reclassify --dry-run` counts, `reclassify` mends, once.
+    let go_runs: Vec<&str> = expected
+        .iter()
+        .filter(|(_, f, _)| f == "go_proxy_timeout")
+        .map(|(r, _, _)| r.as_str())
+        .take(2)
+        .collect();
+    let age = || async {
+        sqlx::query(
+            "UPDATE retrospectives SET category = 'repository_complexity', rule = 'unexplained-problem', \
+             rules_version = 0 WHERE run_id = ANY($1)",
+        )
+        .bind(&go_runs)
+        .execute(&stack.pool)
+        .await
+    };
+    let categories = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT category FROM retrospectives WHERE run_id = ANY($1) ORDER BY run_id",
+        )
+        .bind(&go_runs)
+        .fetch_all(&stack.pool)
+        .await
+    };
+    age().await?;
+    let dry = stack.cli(&["retros", "reclassify", "--dry-run"]).await?;
+    assert_eq!(dry.code, Some(0), "{}", dry.stderr);
+    assert!(dry.stdout.contains(&format!("examined {lines} ")), "{}", dry.stdout);
+    assert!(
+        dry.stdout.contains("would change the category of 2, the deciding rule only of 0"),
+        "{}",
+        dry.stdout
+    );
+    let change: Vec<&str> = dry.stdout.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+    assert_eq!(change, ["repository_complexity", "→", "infrastructure.network", "2"], "{}", dry.stdout);
+    assert_eq!(categories().await?, ["repository_complexity"; 2], "a dry run writes nothing");
+    let done = stack.cli(&["retros", "reclassify"]).await?;
+    assert!(
+        done.stdout.contains("changed the category of 2, the deciding rule only of 0; 2 rows written"),
+        "{}",
+        done.stdout
+    );
+    assert_eq!(categories().await?, ["infrastructure.network"; 2]);
+    let again = stack.cli(&["retros", "reclassify"]).await?;
+    assert!(
+        again.stdout.contains("changed the category of 0, the deciding rule only of 0; 0 rows written"),
+        "{}",
+        again.stdout
+    );
+
+    // An upgrade: the service classifies rows of older rules again when it
+    // starts, before it takes new retrospectives.
+    age().await?;
+    let _retro_service = stack.spawn_retro("[retro]\n")?;
+    wait_for("the outdated rows classified again at start", Duration::from_secs(60), || async {
+        Ok((categories().await? == ["infrastructure.network"; 2]).then_some(()))
+    })
+    .await?;
     Ok(())
 }
