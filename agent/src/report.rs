@@ -183,6 +183,16 @@ pub fn retrospective(result: &RunResult) -> RetrospectiveReport {
         missing_context,
         category,
         summary: result.summary.clone(),
+        model: Some(driven_by(&result.agent)),
+    }
+}
+
+/// What drove the run, for the fleet to count runs by: the model's name
+/// when a session ran (`model` if it had none), else `rules`.
+fn driven_by(agent: &AgentRecord) -> String {
+    match agent.driver {
+        patchpilot_model::AgentDriver::Model => agent.model.clone().unwrap_or_else(|| "model".to_owned()),
+        patchpilot_model::AgentDriver::Rules => patchpilot_model::retrospective::RULES.to_owned(),
     }
 }
 
@@ -303,5 +313,23 @@ impl RunResult {
             out.push_str(&self.diff);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use patchpilot_model::AgentDriver;
+
+    /// The retrospective names what drove the run, so the fleet can count
+    /// runs by model.
+    #[test]
+    fn the_retrospective_names_the_model_or_the_rules() {
+        let mut agent = AgentRecord::default();
+        assert_eq!(driven_by(&agent), "rules");
+        agent.driver = AgentDriver::Model;
+        assert_eq!(driven_by(&agent), "model", "a session without a name");
+        agent.model = Some("gpt-4.1-mini".into());
+        assert_eq!(driven_by(&agent), "gpt-4.1-mini");
     }
 }

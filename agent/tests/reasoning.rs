@@ -210,6 +210,9 @@ async fn faults_are_retried_and_deviations_tolerated() {
         let result = session(&c, &double, wire, RunPurpose::Remediate).await;
         assert_eq!(result.agent.end, Some(SessionEnd::GaveUp), "{wire}: {}", result.agent.end_reason);
         assert!(result.agent.end_reason.contains("nothing to do"));
+        // The retrospective names the model the session used, for the fleet.
+        let retro = patchpilot_agent::report::retrospective(&result);
+        assert_eq!(retro.model.as_deref(), Some("double"), "{wire}");
         // Three faults retried inside the first model call, then four calls.
         assert_eq!(double.calls(), 7);
         assert_eq!(result.agent.model_calls, 4);

@@ -33,6 +33,9 @@ pub struct Args {
     /// Only this category or family (`infrastructure`, `tooling`, `model.stuck`…).
     #[arg(long)]
     category: Option<String>,
+    /// Only runs driven by this model (`gpt-4.1-mini`; `rules` for the deterministic path; `model` when its name is not known).
+    #[arg(long)]
+    model: Option<String>,
     /// Example runs per cluster.
     #[arg(long, default_value_t = 3)]
     examples: usize,
@@ -51,6 +54,12 @@ enum Command {
         /// The file (`-` for standard input).
         file: PathBuf,
     },
+    /// Classify the stored retrospectives again with this build's rules, and print what changed (stored → new category).
+    Reclassify {
+        /// Count the changes without writing them.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// Lines stored per transaction.
@@ -58,13 +67,17 @@ const IMPORT_BATCH: usize = 2000;
 
 /// Runs the command.
 pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(Command::Import { file }) = &args.command {
-        // An offline analysis may start from an empty database: the import
-        // applies the schema when the configuration allows migrations.
+    if let Some(command) = &args.command {
+        // An offline analysis may start from an empty database, and a
+        // reclassification needs the rules-version column: both apply the
+        // schema when the configuration allows migrations.
         let mut database = config.fleet.database.clone();
         database.max_connections = database.max_connections.min(4);
         let pool = patchpilot_fleet::store::connect(&database).await?;
-        return import(&pool, file).await;
+        return match command {
+            Command::Import { file } => import(&pool, file).await,
+            Command::Reclassify { dry_run } => reclassify(&pool, *dry_run).await,
+        };
     }
     let pool = crate::connect_db(config).await?;
     let ready: bool = sqlx::query_scalar("SELECT to_regclass('public.retrospectives') IS NOT NULL")
@@ -87,6 +100,7 @@ pub async fn run(config: &CliConfig, args: Args) -> anyhow::Result<ExitCode> {
             window: args.window,
             repository: args.repo.clone(),
             category: args.category.clone(),
+            model: args.model.clone(),
             examples: args.examples,
         },
     );
@@ -138,6 +152,34 @@ async fn import(pool: &sqlx::PgPool, file: &PathBuf) -> anyhow::Result<ExitCode>
     Ok(if refused > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
+async fn reclassify(pool: &sqlx::PgPool, dry_run: bool) -> anyhow::Result<ExitCode> {
+    let done = store::reclassify(pool, store::Scope::All, dry_run).await?;
+    print!("{}", render_reclassified(&done, dry_run));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `examined N (rules version V): C change category, R change rule only`,
+/// then one line per (stored → new) category with its count.
+fn render_reclassified(done: &store::Reclassified, dry_run: bool) -> String {
+    let verb = if dry_run { "would change" } else { "changed" };
+    let mut out = format!(
+        "examined {} (rules version {}): {verb} the category of {}, the deciding rule only of {}{}\n",
+        done.examined,
+        patchpilot_retro::classify::RULES_VERSION,
+        done.category_changes(),
+        done.rule_changed,
+        if dry_run {
+            "; dry run, nothing written".to_owned()
+        } else {
+            format!("; {} rows written", done.updated)
+        }
+    );
+    for ((from, to), n) in &done.changed {
+        out.push_str(&format!("  {from:<28} → {:<28} {n}\n", to.as_str()));
+    }
+    out
+}
+
 /// `7d`, `36h`, `90m`, `45s`.
 fn parse_age(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -150,5 +192,37 @@ fn parse_age(text: &str) -> Result<Duration, String> {
         "m" => Ok(Duration::minutes(n)),
         "s" => Ok(Duration::seconds(n)),
         _ => Err(format!("{text:?}: the unit must be d, h, m or s")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use patchpilot_retro::Category;
+
+    use super::*;
+
+    /// The counts by (stored → new) category, and what a dry run says.
+    #[test]
+    fn reclassification_prints_its_changes() {
+        let mut done = store::Reclassified { examined: 7, rule_changed: 1, updated: 4, ..Default::default() };
+        done.changed.insert(("repository_complexity".into(), Category::InfrastructureNetwork), 2);
+        done.changed.insert(("infrastructure.quota".into(), Category::InfrastructureRegistry), 1);
+        let text = render_reclassified(&done, false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("examined 7 (rules version "), "{text}");
+        assert!(
+            lines[0].contains("changed the category of 3, the deciding rule only of 1; 4 rows written"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["infrastructure.quota", "→", "infrastructure.registry", "1"]
+        );
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["repository_complexity", "→", "infrastructure.network", "2"]
+        );
+        assert!(render_reclassified(&done, true).contains("would change the category of 3"));
+        assert!(render_reclassified(&done, true).contains("dry run, nothing written"));
     }
 }

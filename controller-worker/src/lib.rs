@@ -12,7 +12,8 @@
 //!   ([`triage`]) and CI on a head commit watched ([`ci_watch`]);
 //! - publishing a vetted change, safe to repeat ([`publisher`]);
 //! - the lifecycle's state machine ([`lifecycle`]), its durable state and
-//!   leases in Postgres ([`store`]), notifications ([`notify`]), and the
+//!   leases in Postgres ([`store`]), notifications ([`notify`]) and the
+//!   retro aggregator's digests passed on through them ([`digest`]), and the
 //!   lifecycle events every state change is announced as ([`events`]);
 //! - the executor that drives the state machine from Postgres
 //!   ([`executor`]), including what a forge error means to a step, and the
@@ -37,6 +38,7 @@
 
 pub mod ci_watch;
 pub mod config;
+pub mod digest;
 pub mod events;
 pub mod executor;
 pub mod lifecycle;

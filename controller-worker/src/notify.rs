@@ -1,5 +1,7 @@
 //! Notifications when a remediation ends: its pull request is green, needs
-//! a human, or failed. Three sinks: a Slack incoming webhook
+//! a human, or failed; and the retro aggregator's periodic digest of the
+//! fleet's retrospectives ([`RetroDigest`], from `RETRO_DIGESTS`), passed
+//! on here so that only the controller holds the notifiers' secrets. Three sinks: a Slack incoming webhook
 //! ([`SlackWebhook`]), a generic JSON webhook with an optional HMAC
 //! signature ([`JsonWebhook`]), and one line on stdout ([`StdoutNotifier`])
 //! for the single-machine demo. [`Notifier`] holds any of them.
@@ -20,6 +22,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use patchpilot_forge::Secret;
+use patchpilot_model::RetroDigest;
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -313,6 +316,97 @@ impl SlackWebhook {
     }
 }
 
+impl SlackWebhook {
+    /// The digest as Slack receives it: a header, the period's numbers,
+    /// then a section each for the top problems, hot spots and tools.
+    pub fn digest_payload(d: &RetroDigest) -> serde_json::Value {
+        let lines = digest_lines(d);
+        let text = format!("PatchPilot: fleet retrospectives {}", lines.period);
+        let section = |title: &str, rows: &[String]| {
+            let value = if rows.is_empty() { "none".to_owned() } else { rows.join("\n") };
+            serde_json::json!({
+                "type": "section",
+                "text": {"type": "mrkdwn", "text": truncate(&format!("*{title}*\n{}", escape(&value)), 3000)}
+            })
+        };
+        serde_json::json!({
+            "text": escape(&truncate(&text, 3000)),
+            "blocks": [
+                {
+                    "type": "header",
+                    "text": {"type": "plain_text", "text": "PatchPilot: fleet retrospectives"}
+                },
+                section("Period", std::slice::from_ref(&lines.period)),
+                section("Top problems", &lines.clusters),
+                section("Hot spots", &lines.hot_spots),
+                section("Tools to consider for the guest image", &lines.tools),
+            ]
+        })
+    }
+
+    /// Posts a digest.
+    pub async fn send_digest(&self, d: &RetroDigest) -> Result<(), NotifyError> {
+        let body = serde_json::to_vec(&Self::digest_payload(d))
+            .map_err(|e| NotifyError::Config(format!("cannot encode the Slack message: {e}")))?;
+        self.endpoint.post(body, &[]).await
+    }
+}
+
+/// A digest as lines of text, shared by the Slack and stdout forms. Guest
+/// text is made one line and cut; escaping is the sink's.
+struct DigestLines {
+    period: String,
+    clusters: Vec<String>,
+    hot_spots: Vec<String>,
+    tools: Vec<String>,
+}
+
+fn digest_lines(d: &RetroDigest) -> DigestLines {
+    let flat = |text: &str, max: usize| -> String {
+        let one: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        truncate(one.split_whitespace().collect::<Vec<_>>().join(" ").as_str(), max)
+    };
+    DigestLines {
+        period: format!(
+            "{} to {}: {} runs, {} with problems",
+            d.since.format("%Y-%m-%d %H:%M"),
+            d.until.format("%Y-%m-%d %H:%M UTC"),
+            d.runs,
+            d.troubled_runs
+        ),
+        clusters: d
+            .clusters
+            .iter()
+            .map(|c| {
+                let signature =
+                    c.signature.as_deref().map(|s| format!(" [{}]", flat(s, 60))).unwrap_or_default();
+                format!(
+                    "{}× in {} runs, {} ({}){signature}: {}",
+                    c.count,
+                    c.runs,
+                    c.trend,
+                    flat(&c.category, 40),
+                    flat(&c.representative, 200)
+                )
+            })
+            .collect(),
+        hot_spots: d
+            .hot_spots
+            .iter()
+            .map(|h| {
+                format!(
+                    "{}: {}/{} runs with problems; most often: {}",
+                    flat(&h.repository, 120),
+                    h.troubled_runs,
+                    h.runs,
+                    flat(&h.top_problem, 160)
+                )
+            })
+            .collect(),
+        tools: d.tools.iter().map(|t| format!("{}: {} runs", flat(&t.tool, 60), t.runs)).collect(),
+    }
+}
+
 /// CVE ids as one line, capped so a large finding set fits a section.
 fn cve_list(cves: &[String]) -> String {
     const SHOWN: usize = 50;
@@ -371,6 +465,28 @@ impl JsonWebhook {
     pub async fn send(&self, n: &Notification) -> Result<(), NotifyError> {
         let body = serde_json::to_vec(&Self::payload(n, chrono::Utc::now()))
             .map_err(|e| NotifyError::Config(format!("cannot encode the notification: {e}")))?;
+        self.post_signed(body).await
+    }
+
+    /// The digest's body: `{"event":"retro_digest","digest":{…},"sent_at"}`,
+    /// the digest as its contract type serialises (`digest_id` lets a
+    /// receiver drop a repeat).
+    pub fn digest_payload(d: &RetroDigest, sent_at: chrono::DateTime<chrono::Utc>) -> serde_json::Value {
+        serde_json::json!({
+            "event": "retro_digest",
+            "digest": d,
+            "sent_at": sent_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        })
+    }
+
+    /// Posts a digest, signed like a notification.
+    pub async fn send_digest(&self, d: &RetroDigest) -> Result<(), NotifyError> {
+        let body = serde_json::to_vec(&Self::digest_payload(d, chrono::Utc::now()))
+            .map_err(|e| NotifyError::Config(format!("cannot encode the digest: {e}")))?;
+        self.post_signed(body).await
+    }
+
+    async fn post_signed(&self, body: Vec<u8>) -> Result<(), NotifyError> {
         let headers: Vec<(&'static str, String)> = match &self.secret {
             Some(secret) => vec![(SIGNATURE_HEADER, signature(secret.expose().as_bytes(), &body))],
             None => Vec::new(),
@@ -403,6 +519,26 @@ impl StdoutNotifier {
     /// Prints `n`.
     pub fn send(&self, n: &Notification) {
         println!("{}", Self::line(n));
+    }
+
+    /// The digest's lines: the period, then one per problem, hot spot and
+    /// tool, each one line whatever the guests wrote.
+    pub fn digest_text(d: &RetroDigest) -> String {
+        let lines = digest_lines(d);
+        let mut out = format!("patchpilot: fleet retrospectives {}\n", lines.period);
+        for (title, rows) in
+            [("problem", &lines.clusters), ("hot spot", &lines.hot_spots), ("tool to consider", &lines.tools)]
+        {
+            for row in rows {
+                out.push_str(&format!("patchpilot:   {title}: {row}\n"));
+            }
+        }
+        out
+    }
+
+    /// Prints a digest.
+    pub fn send_digest(&self, d: &RetroDigest) {
+        print!("{}", Self::digest_text(d));
     }
 }
 
@@ -494,6 +630,18 @@ impl Notifier {
             Notifier::Slack(_) => "slack",
             Notifier::Json(_) => "json",
             Notifier::Stdout(_) => "stdout",
+        }
+    }
+
+    /// Delivers a retrospective digest.
+    pub async fn send_digest(&self, d: &RetroDigest) -> Result<(), NotifyError> {
+        match self {
+            Notifier::Slack(s) => s.send_digest(d).await,
+            Notifier::Json(j) => j.send_digest(d).await,
+            Notifier::Stdout(s) => {
+                s.send_digest(d);
+                Ok(())
+            }
         }
     }
 

@@ -25,6 +25,7 @@ use patchpilot_model::{RemediationJob, SandboxResult};
 use tracing::Instrument as _;
 
 use crate::config::{Config, ForgeKind};
+use crate::digest::DigestIntake;
 use crate::events::StateEvents;
 use crate::executor::Executor;
 use crate::metrics::ControllerMetrics;
@@ -164,8 +165,9 @@ pub fn owner_name() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// Runs the controller until shutdown: the two intakes, the executor, and
-/// optionally the webhook receiver and the local CI runner.
+/// Runs the controller until shutdown: the two intakes, the retro digests'
+/// intake ([`crate::digest`]), the executor, and optionally the webhook
+/// receiver and the local CI runner.
 pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
     let pool = fleet.pool().clone();
     let bus = fleet.bus().clone();
@@ -193,6 +195,9 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
         ForgeKind::Github => Arc::new(GitHub::new(&c.github)?),
     };
     let notifiers: Vec<Notifier> = c.notifiers.iter().map(|n| n.build()).collect::<Result<_, _>>()?;
+    // The retro aggregator's digests go through the same notifiers (built
+    // again: the executor owns its set).
+    let digests = DigestIntake::new(c.notifiers.iter().map(|n| n.build()).collect::<Result<_, _>>()?);
 
     let webhook = match &c.webhook {
         Some(hook) => {
@@ -225,6 +230,11 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
         durable: c.consumer.clone(),
         filter_subject: None,
     };
+    let digest_spec = ConsumerSpec {
+        stream: topics::RETRO_DIGESTS.stream(),
+        durable: c.consumer.clone(),
+        filter_subject: None,
+    };
     let ci = async {
         if let Some((ci, forge)) = &local_ci {
             ci.run(forge, shutdown.clone()).await;
@@ -232,7 +242,7 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
     };
     // Whatever part stops first stops the service: a controller that
     // cannot hear results must not keep leasing remediations.
-    let (a, b, e, (), ()) = tokio::join!(
+    let (a, b, d, e, (), ()) = tokio::join!(
         async {
             let r = fleet.consume(&job_spec, ConsumeOptions::default(), &jobs).await;
             shutdown.cancel();
@@ -240,6 +250,11 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
         },
         async {
             let r = fleet.consume(&result_spec, ConsumeOptions::default(), &results).await;
+            shutdown.cancel();
+            r
+        },
+        async {
+            let r = fleet.consume(&digest_spec, ConsumeOptions::default(), &digests).await;
             shutdown.cancel();
             r
         },
@@ -254,7 +269,7 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
     if let Some(hook) = webhook {
         let _ = hook.await;
     }
-    for r in [a, b] {
+    for r in [a, b, d] {
         if let Err(e) = r {
             tracing::error!(error = %error_chain(&e), "consumer failed");
             return Err(e.into());

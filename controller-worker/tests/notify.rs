@@ -255,3 +255,128 @@ async fn configured_notifiers_and_the_stdout_line() {
     assert!(matches!(stdout, Notifier::Stdout(_)));
     stdout.send(&notification(Event::Green)).await.expect("print");
 }
+
+/// The weekly digest end to end on real NATS and Postgres: the retro
+/// aggregator's `send_if_due` builds it from stored retrospectives and
+/// publishes it on `RETRO_DIGESTS`; the controller's digest intake passes
+/// it to Slack (this double) and, signed, to a JSON webhook. A second check
+/// in the same period (what a restart does) sends nothing; the next period
+/// sends the next digest.
+#[tokio::test]
+async fn a_retro_digest_goes_from_the_aggregator_through_the_controllers_notifiers() -> anyhow::Result<()> {
+    use chrono::{Duration as Days, Utc};
+    use patchpilot_controller::digest::DigestIntake;
+    use patchpilot_fleet::bus::{self, ConsumeOptions, ConsumerMetrics, ConsumerSpec, topics};
+    use patchpilot_retro::RetroRecord;
+
+    let stack = patchpilot_e2e::Stack::start().await?;
+    let now = Utc::now();
+    let record = |run: &str, hours_ago: i64, wrong: &str, tool: Option<&str>| RetroRecord {
+        run_id: run.into(),
+        repository: "https://github.com/acme/api".into(),
+        outcome: "agent_failed".into(),
+        model: "gpt-4.1-mini".into(),
+        created_at: now - Days::hours(hours_ago),
+        went_wrong: vec![wrong.into()],
+        missing_tools: tool.map(|t| vec![t.to_owned()]).unwrap_or_default(),
+        ..RetroRecord::default()
+    };
+    let records = vec![
+        record(
+            "g1",
+            30,
+            "`go get golang.org/x/net@v0.33.0` could not reach proxy.golang.org: TLS handshake timeout",
+            None,
+        ),
+        record(
+            "g2",
+            20,
+            "Module proxy stopped answering: `go mod tidy` hung, then proxy.golang.org i/o timeout",
+            None,
+        ),
+        record(
+            "g3",
+            10,
+            "go: golang.org/x/crypto@v0.31.0: Get \"https://proxy.golang.org/x\": dial tcp: i/o timeout",
+            None,
+        ),
+        record("m1", 12, "the repository's build needs make <!channel>", Some("make: command not found")),
+        record("m2", 8, "the repository's build needs make <!channel>", Some("`make` is not installed")),
+        // Before the period: counted for the trend only.
+        record("old", 24 * 20, "docker: toomanyrequests: You have reached your pull rate limit", None),
+    ];
+    assert_eq!(patchpilot_retro::store::insert(&stack.pool, &records, "test").await?, 6);
+
+    let slack = Server::start(vec![(200, "ok")]).await;
+    let json = Server::start(vec![(200, "")]).await;
+    let notifiers = vec![
+        Notifier::Slack(SlackWebhook::with_retry(&format!("{}{SECRET_PATH}", slack.base), fast())?),
+        Notifier::Json(JsonWebhook::with_retry(
+            &format!("{}/hooks/pp", json.base),
+            Some(Secret::new("k")),
+            fast(),
+        )?),
+    ];
+    let intake = DigestIntake::new(notifiers);
+    let spec = ConsumerSpec {
+        stream: topics::RETRO_DIGESTS.stream(),
+        durable: "controller".into(),
+        filter_subject: None,
+    };
+    let metrics = ConsumerMetrics::register(&mut prometheus_client::registry::Registry::default());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let consumer = {
+        let (bus, stop) = (stack.bus.clone(), stop.clone());
+        tokio::spawn(async move {
+            bus::run_consumer(&bus, &spec, ConsumeOptions::default(), &intake, &metrics, stop).await
+        })
+    };
+
+    let every = Days::days(7);
+    let sent = patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now).await?;
+    let sent = sent.expect("the first digest is due at once");
+    assert_eq!((sent.runs, sent.troubled_runs), (5, 5));
+    let again =
+        patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now + Days::hours(1))
+            .await?;
+    assert_eq!(again, None, "sent this period already");
+
+    patchpilot_e2e::wait_for("the digest at both webhooks", std::time::Duration::from_secs(30), || async {
+        Ok((slack.received().len() == 1 && json.received().len() == 1).then_some(()))
+    })
+    .await?;
+    let body: serde_json::Value = serde_json::from_slice(&slack.received()[0].body)?;
+    let sections: Vec<&str> =
+        body["blocks"].as_array().into_iter().flatten().filter_map(|b| b["text"]["text"].as_str()).collect();
+    let problems = sections.iter().find(|s| s.starts_with("*Top problems*")).expect("top problems");
+    assert!(
+        problems.contains("3× in 3 runs, new (infrastructure.network) [go module proxy unreachable]"),
+        "{problems}"
+    );
+    assert!(!body.to_string().contains("<!channel>"), "guest text cannot mention: {body}");
+    let tools = sections.iter().find(|s| s.starts_with("*Tools to consider")).expect("tools");
+    assert!(tools.contains("make: 2 runs"), "{tools}");
+    let signed = &json.received()[0];
+    assert_eq!(
+        signed.headers.get(patchpilot_controller::notify::SIGNATURE_HEADER),
+        Some(&patchpilot_controller::notify::signature(b"k", &signed.body))
+    );
+    let payload: serde_json::Value = serde_json::from_slice(&signed.body)?;
+    assert_eq!(
+        (payload["event"].as_str(), payload["digest"]["digest_id"].as_str()),
+        (Some("retro_digest"), Some(sent.digest_id.as_str()))
+    );
+
+    // The next period: due again, another digest.
+    let next = patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now + every).await?;
+    let next = next.expect("due in the next period");
+    assert_ne!(next.digest_id, sent.digest_id);
+    patchpilot_e2e::wait_for("the second digest", std::time::Duration::from_secs(30), || async {
+        Ok((slack.received().len() == 2).then_some(()))
+    })
+    .await?;
+    stop.cancel();
+    consumer.await??;
+    assert_eq!(slack.received().len(), 2, "each period once");
+    Ok(())
+}

@@ -21,6 +21,7 @@
 //! - [`remediation`]: the planner's remediation jobs.
 //! - [`sandbox`]: sandbox run requests, their egress and limits, results.
 //! - [`retrospective`]: every run's account of itself.
+//! - [`digest`]: the fleet's retrospectives of a period, for the notifiers.
 //! - [`task`]: what the agent is asked to do (`.patchpilot/task.json`).
 //! - [`report`]: what the agent says it did (`.patchpilot/result.json`).
 //! - [`credential`]: long-lived credentials recognised by their shape.
@@ -38,6 +39,7 @@ pub mod assessment;
 pub mod broker;
 pub mod context;
 pub mod credential;
+pub mod digest;
 mod error;
 pub mod event;
 pub mod names;
@@ -57,6 +59,7 @@ pub use assessment::{
     ASSESSMENT_SCHEMA, Assessment, AssessmentDocument, Cvss, Finding, FindingKey, ImageDigest,
     OperatingSystem, Package, Platform, Severity, SubmittedAssessment,
 };
+pub use digest::{DigestCluster, DigestHotSpot, DigestTool, DigestTrend, MAX_DIGEST_ROWS, RetroDigest};
 pub use error::{ErrorKind, IoError, ValidationError, error_chain, io};
 pub use event::Event;
 pub use remediation::{ImageSummary, JobReason, RemediationId, RemediationJob, RemediationState, RepositoryTarget};

@@ -18,6 +18,11 @@ use crate::time::{from_timestamp, timestamp};
 pub const MAX_ITEMS: usize = 64;
 /// Characters kept per entry (and of the summary).
 pub const MAX_CHARS: usize = 2000;
+/// Characters kept of a model's name: enough for any provider's, short
+/// enough for a label (the broker's spans cut them alike).
+pub const MAX_MODEL_CHARS: usize = 128;
+/// The model name of a run the deterministic rules did alone.
+pub const RULES: &str = "rules";
 
 crate::named_enum! {
     /// Broad cause of a run's trouble, for fleet-wide condensing.
@@ -101,6 +106,12 @@ pub struct RetrospectiveReport {
     pub category: RetroCategory,
     /// A short summary.
     pub summary: String,
+    /// What drove the run, as the agent reports it: the model's name
+    /// (`gpt-4.1-mini`), or [`RULES`] when the rules alone did. `None`
+    /// when not said (an older agent, or a report built from the outcome).
+    /// A label to count runs by, not evidence: it comes from the guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl RetrospectiveReport {
@@ -144,6 +155,16 @@ fn clip_all(items: &[String]) -> Vec<String> {
     items.iter().filter(|s| !s.trim().is_empty()).take(MAX_ITEMS).map(|s| clip(s)).collect()
 }
 
+/// A model's name as the fleet keeps it: without control characters (it is
+/// printed in tables and logs), trimmed, at most [`MAX_MODEL_CHARS`]
+/// characters; `None` when nothing is left.
+pub fn model_label(name: &str) -> Option<String> {
+    let clean: String = name.chars().filter(|c| !c.is_control()).collect();
+    let label: String = clean.trim().chars().take(MAX_MODEL_CHARS).collect();
+    let label = label.trim_end().to_owned();
+    (!label.is_empty()).then_some(label)
+}
+
 impl Retrospective {
     /// The fleet's record of `report` for a run: every list cut to
     /// [`MAX_ITEMS`] non-empty entries of at most [`MAX_CHARS`] characters.
@@ -163,6 +184,7 @@ impl Retrospective {
                 missing_context: clip_all(&report.missing_context),
                 category: report.category,
                 summary: clip(&report.summary),
+                model: report.model.as_deref().and_then(model_label),
             },
             created_at,
         }
@@ -181,6 +203,7 @@ impl From<&Retrospective> for v1::Retrospective {
             category: v1::RetroCategory::from(r.report.category) as i32,
             summary: r.report.summary.clone(),
             created_at: Some(timestamp(r.created_at)),
+            model: r.report.model.clone().unwrap_or_default(),
         }
     }
 }
@@ -198,6 +221,8 @@ impl From<v1::Retrospective> for Retrospective {
                 missing_context: m.missing_context,
                 category,
                 summary: m.summary,
+                // Empty from a sender that predates the field: not known.
+                model: model_label(&m.model),
             },
             created_at: m.created_at.and_then(from_timestamp).unwrap_or_default(),
         }
@@ -239,6 +264,7 @@ mod tests {
         assert_eq!(retro.report.went_wrong.len(), MAX_ITEMS);
         assert_eq!(retro.report.went_wrong[0].chars().count(), MAX_CHARS + 1);
         assert!(RetrospectiveReport::parse(b"not json").is_none());
+        assert_eq!(retro.report.model, None, "not said");
         assert!(RetrospectiveReport::default().is_empty());
     }
 
@@ -258,9 +284,28 @@ mod tests {
             missing_context: vec!["c".into()],
             category: RetroCategory::Policy,
             summary: "d".into(),
+            model: Some("gpt-4.1-mini".into()),
         };
         let at = DateTime::from_timestamp(1_700_000_000, 0).expect("time");
         let retro = Retrospective::from_report("run-1", "rem-1", &report, at);
         assert_eq!(Retrospective::from(v1::Retrospective::from(&retro)), retro);
+    }
+
+    /// A model's name is a label: control characters out, cut to its
+    /// length; a message from before the field reads as not known.
+    #[test]
+    fn model_names_are_labels_and_old_messages_have_none() {
+        let report = RetrospectiveReport {
+            model: Some(format!(" gpt-4.1\u{1b}[31m-mini\n{}", "x".repeat(500))),
+            ..RetrospectiveReport::default()
+        };
+        let retro = Retrospective::from_report("run-1", "rem-1", &report, Utc::now());
+        let label = retro.report.model.clone().expect("kept");
+        assert!(label.starts_with("gpt-4.1[31m-mini") && !label.chars().any(char::is_control), "{label}");
+        assert_eq!(label.chars().count(), MAX_MODEL_CHARS);
+        assert_eq!(model_label(" \t "), None);
+        let mut old = v1::Retrospective::from(&retro);
+        old.model = String::new();
+        assert_eq!(Retrospective::from(old).report.model, None);
     }
 }

@@ -16,6 +16,7 @@
 //! | [`v1::SandboxRun`] | `SANDBOX_RUNS` | `pp.sandbox.run` |
 //! | [`v1::SandboxResult`] | `SANDBOX_RESULTS` | `pp.sandbox.result.<run>` |
 //! | [`v1::Retrospective`] | `RETROS` | `pp.retro` |
+//! | [`v1::RetroDigest`] | `RETRO_DIGESTS` | `pp.retro.digest` |
 //! | [`v1::Event`] | `EVENTS` | `pp.event.<kind>` |
 
 /// Package `patchpilot.v1`.

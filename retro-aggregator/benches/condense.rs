@@ -99,6 +99,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             window: Duration::days(7),
             repository: None,
             category: None,
+            model: None,
             examples: 3,
         },
     );

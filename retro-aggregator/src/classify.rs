@@ -53,6 +53,13 @@ impl Category {
     }
 }
 
+/// The version of [`RULES`]. Bump it whenever a rule is added, removed,
+/// reordered or changes what it matches: every stored row records the
+/// version that classified it, and `patchpilot-retro` classifies rows of an
+/// older version again when it starts ([`crate::store::reclassify`]), as
+/// `patchpilot retros reclassify` does on demand.
+pub const RULES_VERSION: i32 = 1;
+
 /// A decision and the rule that made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Classification {

@@ -14,6 +14,10 @@
 //!
 //! The same input gives the same clusters in the same order, whatever
 //! order the items came in.
+//!
+//! [`cluster_signed`] runs a step before these: items with a known
+//! problem's signature ([`crate::signature`]) join that signature's
+//! cluster whatever their wording, and only the rest are clustered by text.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,7 +27,8 @@ use crate::normalize;
 /// `tests/corpus` (25 problem families, each written 3 to 6 ways) 0.35 and
 /// below let one cluster mix two families; 0.4 keeps every cluster to one
 /// family, with a family's differently worded accounts in clusters of
-/// their own (96 clusters for 25 families).
+/// their own (96 clusters for 25 families; 28 after the signature step of
+/// [`cluster_signed`], which merges known problems' wordings).
 pub const THRESHOLD: f64 = 0.4;
 
 /// An item to cluster: its text and who it belongs to.
@@ -40,8 +45,43 @@ pub struct Item<'a> {
 pub struct Cluster {
     /// Indexes (into the input) of the items, in input order.
     pub items: Vec<usize>,
-    /// The normalised text of its heaviest document.
+    /// The normalised text of its heaviest document, or the signature's
+    /// name.
     pub key: String,
+    /// The signature that merged it, when one did.
+    pub signature: Option<String>,
+}
+
+/// Groups `items` whose `signatures` (one per item) name a known problem by
+/// that signature, and the rest by text at [`THRESHOLD`]; clusters come
+/// largest first (ties by key).
+pub fn cluster_signed(items: &[Item<'_>], signatures: &[Option<String>]) -> Vec<Cluster> {
+    cluster_signed_at(items, signatures, THRESHOLD)
+}
+
+/// [`cluster_signed`] at `threshold`.
+pub fn cluster_signed_at(items: &[Item<'_>], signatures: &[Option<String>], threshold: f64) -> Vec<Cluster> {
+    let mut signed: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let mut rest: Vec<usize> = Vec::new();
+    for (index, _) in items.iter().enumerate() {
+        match signatures.get(index).and_then(Option::as_deref) {
+            Some(name) => signed.entry(name).or_default().push(index),
+            None => rest.push(index),
+        }
+    }
+    let mut clusters: Vec<Cluster> = signed
+        .into_iter()
+        .map(|(name, items)| Cluster { items, key: name.to_owned(), signature: Some(name.to_owned()) })
+        .collect();
+    let unsigned: Vec<Item<'_>> = rest.iter().map(|&i| items[i].clone()).collect();
+    for mut found in cluster_at(&unsigned, threshold) {
+        for item in &mut found.items {
+            *item = rest[*item];
+        }
+        clusters.push(found);
+    }
+    clusters.sort_by(|a, b| b.items.len().cmp(&a.items.len()).then_with(|| a.key.cmp(&b.key)));
+    clusters
 }
 
 type Vector = Vec<(u32, f64)>;
@@ -137,7 +177,7 @@ pub fn cluster_at(items: &[Item<'_>], threshold: f64) -> Vec<Cluster> {
         .zip(keys)
         .map(|(mut items, key)| {
             items.sort_unstable();
-            Cluster { items, key }
+            Cluster { items, key, signature: None }
         })
         .collect();
     clusters.sort_by(|a, b| b.items.len().cmp(&a.items.len()).then_with(|| a.key.cmp(&b.key)));
@@ -200,6 +240,25 @@ mod tests {
         let clusters = cluster(&items(&texts));
         let groups: Vec<Vec<usize>> = clusters.iter().map(|c| c.items.clone()).collect();
         assert_eq!(groups, [vec![1, 3], vec![0, 2], vec![4]]);
+    }
+
+    #[test]
+    fn a_signature_merges_what_the_words_keep_apart() {
+        let texts = [
+            "`go get golang.org/x/net@v0.33.0` could not reach proxy.golang.org: net/http: TLS handshake timeout",
+            "Module proxy stopped answering: `go mod tidy` hung for 190s, then proxy.golang.org i/o timeout",
+            "the build failed for reasons I could not see",
+        ];
+        let items = items(&texts);
+        assert_eq!(cluster(&items).len(), 3, "apart by their words");
+        let signatures: Vec<Option<String>> = texts
+            .iter()
+            .map(|t| crate::signature::signature(crate::record::ItemKind::WentWrong, t))
+            .collect();
+        let clusters = cluster_signed(&items, &signatures);
+        let groups: Vec<(Vec<usize>, Option<&str>)> =
+            clusters.iter().map(|c| (c.items.clone(), c.signature.as_deref())).collect();
+        assert_eq!(groups, [(vec![0, 1], Some("go module proxy unreachable")), (vec![2], None)]);
     }
 
     #[test]

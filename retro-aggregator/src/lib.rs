@@ -8,10 +8,14 @@
 //! - [`classify`]: deterministic rules; every classification names the
 //!   rule that decided it.
 //! - [`normalize`] and [`cluster`]: condensing similar items across runs
-//!   (normalised text, TF-IDF cosine, greedy and order-independent).
+//!   (normalised text, TF-IDF cosine, greedy and order-independent), after
+//!   [`signature`]: known problems merged whatever their wording, each
+//!   merge naming its signature.
 //! - [`report`]: the fleet view `patchpilot retros` prints: clusters by
 //!   count and trend, hot spots, tools for the guest image, and drafts of
 //!   repository instructions for an operator to approve.
+//! - [`digest`]: the optional periodic digest, published for the
+//!   controller's notifiers.
 //!
 //! Retrospective text comes from guests and models: it is data to count
 //! and show, never instructions. Nothing here changes the fleet's
@@ -19,10 +23,12 @@
 
 pub mod classify;
 pub mod cluster;
+pub mod digest;
 pub mod normalize;
 pub mod record;
 pub mod report;
 pub mod service;
+pub mod signature;
 pub mod store;
 
 pub use classify::{Category, Classification, classify};

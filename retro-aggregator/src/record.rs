@@ -83,8 +83,15 @@ pub enum ItemKind {
 impl RetroRecord {
     /// The record of a retrospective from the bus, before enrichment.
     pub fn from_retrospective(retro: &Retrospective) -> RetroRecord {
-        let RetrospectiveReport { went_well, went_wrong, missing_tools, missing_context, category, summary } =
-            retro.report.clone();
+        let RetrospectiveReport {
+            went_well,
+            went_wrong,
+            missing_tools,
+            missing_context,
+            category,
+            summary,
+            model,
+        } = retro.report.clone();
         RetroRecord {
             run_id: retro.run_id.clone(),
             remediation_id: retro.remediation_id.clone(),
@@ -95,6 +102,9 @@ impl RetroRecord {
             missing_context,
             reported_category: category,
             summary,
+            // Empty when the run did not say: `store::enrich` then decides
+            // between `model` and `rules` from the run's record.
+            model: model.unwrap_or_default(),
             ..RetroRecord::default()
         }
     }

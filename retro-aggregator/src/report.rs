@@ -27,6 +27,9 @@ pub struct ViewOptions {
     pub repository: Option<String>,
     /// Only runs of this category or family (`infrastructure`, `tooling`…).
     pub category: Option<String>,
+    /// Only runs driven by this model (its name exactly, `rules`, or
+    /// `model` for runs whose model's name is not known).
+    pub model: Option<String>,
     /// Example runs listed per cluster.
     pub examples: usize,
 }
@@ -62,6 +65,8 @@ impl Direction {
 pub struct Trend {
     /// Items in the window.
     pub recent: usize,
+    /// Runs with an item in the window.
+    pub recent_runs: usize,
     /// Items the earlier rate predicts for a window.
     pub expected: f64,
     /// The verdict.
@@ -93,6 +98,9 @@ pub struct ClusterView {
     pub example_runs: Vec<String>,
     /// Where it is heading.
     pub trend: Trend,
+    /// The known problem's signature that merged its wordings, when one
+    /// did ([`crate::signature`]).
+    pub signature: Option<String>,
 }
 
 /// A repository where trouble concentrates.
@@ -157,6 +165,8 @@ pub struct FleetView {
     pub troubled_runs: usize,
     /// Runs per category.
     pub categories: BTreeMap<Category, usize>,
+    /// Runs per model (`rules` for the deterministic path).
+    pub models: BTreeMap<String, usize>,
     /// Clusters, ranked by count, then trend.
     pub clusters: Vec<ClusterView>,
     /// Repositories, most troubled first.
@@ -183,10 +193,14 @@ pub fn condense(records: &[(RetroRecord, Classification)], options: &ViewOptions
                 .is_none_or(|repo| r.repository == repo || r.repository.contains(repo))
         })
         .filter(|(_, c)| options.category.as_deref().is_none_or(|filter| c.category.matches(filter)))
+        .filter(|(r, _)| options.model.as_deref().is_none_or(|model| r.model == model))
         .collect();
     let mut categories: BTreeMap<Category, usize> = BTreeMap::new();
-    for (_, c) in &selected {
+    let mut models: BTreeMap<String, usize> = BTreeMap::new();
+    for (r, c) in &selected {
         *categories.entry(c.category).or_default() += 1;
+        let model = if r.model.is_empty() { "unknown" } else { r.model.as_str() };
+        *models.entry(model.to_owned()).or_default() += 1;
     }
     let mut items: Vec<Item<'_>> = Vec::new();
     let mut kinds: Vec<ItemKind> = Vec::new();
@@ -209,7 +223,9 @@ pub fn condense(records: &[(RetroRecord, Classification)], options: &ViewOptions
     let mut instruction_drafts = Vec::new();
     for indexes in by_category.values() {
         let group: Vec<Item<'_>> = indexes.iter().map(|&i| items[i].clone()).collect();
-        for mut found in cluster::cluster(&group) {
+        let signatures: Vec<Option<String>> =
+            indexes.iter().map(|&i| crate::signature::signature(kinds[i], items[i].text)).collect();
+        for mut found in cluster::cluster_signed(&group, &signatures) {
             for item in &mut found.items {
                 *item = indexes[*item];
             }
@@ -234,6 +250,7 @@ pub fn condense(records: &[(RetroRecord, Classification)], options: &ViewOptions
         runs: selected.len(),
         troubled_runs: selected.iter().filter(|(r, _)| r.has_problems()).count(),
         categories,
+        models,
         clusters,
         hot_spots,
         missing_tools,
@@ -304,7 +321,15 @@ fn cluster_view(
         last_seen,
         repositories: repositories.into_iter().map(|(r, _)| r.to_owned()).collect(),
         example_runs: examples.iter().take(options.examples).map(|r| r.run_id.clone()).collect(),
-        trend: trend(&times, start, window_start, options),
+        trend: Trend {
+            recent_runs: owners
+                .iter()
+                .map(|&o| selected[o].0.created_at)
+                .filter(|t| *t > window_start && *t <= options.until)
+                .count(),
+            ..trend(&times, start, window_start, options)
+        },
+        signature: cluster.signature.clone(),
     }
 }
 
@@ -332,7 +357,7 @@ fn trend(
     } else {
         Direction::Steady
     };
-    Trend { recent, expected: (expected * 10.0).round() / 10.0, direction }
+    Trend { recent, recent_runs: 0, expected: (expected * 10.0).round() / 10.0, direction }
 }
 
 fn hot_spots(selected: &[&(RetroRecord, Classification)], clusters: &[ClusterView]) -> Vec<HotSpot> {
@@ -367,13 +392,23 @@ fn hot_spots(selected: &[&(RetroRecord, Classification)], clusters: &[ClusterVie
     spots
 }
 
-/// Tools runs kept missing: the tooling clusters by the tool they name
-/// (one tool's differently worded clusters counted together), of two runs
-/// or more, most runs first.
+/// Tools runs kept missing: the tooling clusters of missing tools by the
+/// tool they name (its signature's, else the first word of its wording; one
+/// tool's differently worded clusters counted together), of two runs or
+/// more, most runs first. A tooling run's other items (what went wrong
+/// meanwhile) name no tool.
 fn tool_needs(clusters: &[ClusterView]) -> Vec<ToolNeed> {
     let mut by_tool: BTreeMap<String, ToolNeed> = BTreeMap::new();
-    for c in clusters.iter().filter(|c| c.category == Category::Tooling) {
-        let tool = tool_name(&c.representative);
+    for c in clusters
+        .iter()
+        .filter(|c| c.category == Category::Tooling && c.kinds.contains(&ItemKind::MissingTool))
+    {
+        let tool = c
+            .signature
+            .as_deref()
+            .and_then(|s| s.strip_prefix(crate::signature::MISSING_TOOL))
+            .map(str::to_owned)
+            .unwrap_or_else(|| crate::signature::tool_name(&c.representative));
         let need = by_tool.entry(tool.clone()).or_insert_with(|| ToolNeed {
             tool,
             runs: 0,
@@ -384,16 +419,6 @@ fn tool_needs(clusters: &[ClusterView]) -> Vec<ToolNeed> {
     let mut needs: Vec<ToolNeed> = by_tool.into_values().filter(|n| n.runs >= 2).collect();
     needs.sort_by(|a, b| b.runs.cmp(&a.runs).then_with(|| a.tool.cmp(&b.tool)));
     needs
-}
-
-/// A tool's name from how a run said it: `make: command not found` →
-/// `make`; `golangci-lint v1.59` → `golangci-lint`; `a Node version
-/// manager` → `node`.
-fn tool_name(text: &str) -> String {
-    text.split_whitespace()
-        .map(|word| word.trim_matches(|c: char| !c.is_alphanumeric() && c != '-' && c != '_').to_lowercase())
-        .find(|word| !word.is_empty() && !["a", "an", "the", "no", "missing"].contains(&word.as_str()))
-        .unwrap_or_default()
 }
 
 /// Drafts from one cluster: its missing-context items grouped by
@@ -442,10 +467,14 @@ pub fn render_text(view: &FleetView) -> String {
     for (category, n) in &view.categories {
         out.push_str(&format!("  {:<28} {n}\n", category.as_str()));
     }
+    out.push_str("\nBY MODEL\n");
+    for (model, n) in &view.models {
+        out.push_str(&format!("  {:<28} {n}\n", one_line(model, 28)));
+    }
     out.push_str("\nCLUSTERS\n");
     for c in &view.clusters {
         out.push_str(&format!(
-            "  {:>4}  {:<8} {:<26} {}\n        runs {}, first {}, last {}, {} repositor{} (rule {}); e.g. {}\n",
+            "  {:>4}  {:<8} {:<26} {}\n        runs {}, first {}, last {}, {} repositor{} (rule {}{}); e.g. {}\n",
             c.count,
             c.trend.direction.as_str(),
             c.category.as_str(),
@@ -456,6 +485,7 @@ pub fn render_text(view: &FleetView) -> String {
             c.repositories.len(),
             if c.repositories.len() == 1 { "y" } else { "ies" },
             c.rule,
+            c.signature.as_deref().map(|s| format!("; signature {s}")).unwrap_or_default(),
             c.example_runs.join(", ")
         ));
     }
@@ -501,7 +531,11 @@ pub fn render_markdown(view: &FleetView) -> String {
         view.until.format("%Y-%m-%d %H:%M UTC"),
         view.window_hours
     ));
-    out.push_str("## Clusters\n\n| Count | Trend | Category | Problem | Repositories | Last seen |\n|---:|---|---|---|---:|---|\n");
+    out.push_str("## Models\n\n| Model | Runs |\n|---|---:|\n");
+    for (model, n) in &view.models {
+        out.push_str(&format!("| {} | {n} |\n", markdown_cell(model)));
+    }
+    out.push_str("\n## Clusters\n\n| Count | Trend | Category | Problem | Repositories | Last seen |\n|---:|---|---|---|---:|---|\n");
     for c in &view.clusters {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
@@ -596,6 +630,7 @@ mod tests {
             window: Duration::days(7),
             repository: None,
             category: None,
+            model: None,
             examples: 3,
         }
     }
@@ -653,6 +688,14 @@ mod tests {
         assert_eq!(condense(&records, &only).runs, 2);
         only.category = Some("infrastructure.network".into());
         assert_eq!(condense(&records, &only).runs, 1);
+        let mut only = options();
+        only.model = Some("gpt-4.1-mini".into());
+        assert_eq!(condense(&records, &only).runs, 0);
+        only.model = Some("gpt-5".into());
+        let view = condense(&records, &only);
+        assert_eq!(view.runs, 2);
+        assert_eq!(view.models.get("gpt-5"), Some(&2));
+        assert!(render_text(&view).contains("BY MODEL\n  gpt-5"), "{}", render_text(&view));
         let mut only = options();
         only.since = Some(Utc.with_ymd_and_hms(2026, 11, 10, 0, 0, 0).single().unwrap_or_default());
         assert_eq!(condense(&records, &only).runs, 1);

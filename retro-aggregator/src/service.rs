@@ -10,6 +10,7 @@ use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
+use crate::digest::DigestSection;
 use crate::record::RetroRecord;
 use crate::store;
 
@@ -31,11 +32,13 @@ pub struct RetroSection {
     pub consumer: String,
     /// Most retrospectives stored in one transaction.
     pub batch_size: usize,
+    /// The periodic digest for the controller's notifiers (off by default).
+    pub digest: DigestSection,
 }
 
 impl Default for RetroSection {
     fn default() -> Self {
-        RetroSection { consumer: "retro".into(), batch_size: 64 }
+        RetroSection { consumer: "retro".into(), batch_size: 64, digest: DigestSection::default() }
     }
 }
 
@@ -55,6 +58,16 @@ impl Validate for RetroSection {
         }
         if !(1..=1024).contains(&self.batch_size) {
             return Err(config::Error::invalid(key(prefix, "batch_size"), "must be 1-1024"));
+        }
+        self.digest.period().map_err(|reason| config::Error::invalid(key(prefix, "digest.every"), reason))?;
+        if !(1..=patchpilot_model::MAX_DIGEST_ROWS).contains(&self.digest.top) {
+            return Err(config::Error::invalid(
+                key(prefix, "digest.top"),
+                format!("must be 1-{}", patchpilot_model::MAX_DIGEST_ROWS),
+            ));
+        }
+        if self.digest.check_secs == 0 {
+            return Err(config::Error::invalid(key(prefix, "digest.check_secs"), "must be above 0"));
         }
         Ok(())
     }
@@ -130,7 +143,36 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), patchpilot_f
         );
         stored
     });
+    // Rows an older build's rules classified are classified again before
+    // new ones arrive, so the store speaks one version of the rules. A
+    // failure here is logged, not fatal: the intake matters more, and the
+    // next start (or `patchpilot retros reclassify`) tries again.
+    match store::reclassify(fleet.pool(), store::Scope::Outdated, false).await {
+        Ok(done) if done.examined > 0 => tracing::info!(
+            examined = done.examined,
+            category_changes = done.category_changes(),
+            rule_changes = done.rule_changed,
+            rules_version = crate::classify::RULES_VERSION,
+            "classified stored retrospectives again under the current rules"
+        ),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(error = %patchpilot_model::error_chain(&e), "reclassifying stored retrospectives failed")
+        }
+    }
     let intake = Intake::new(fleet.pool().clone(), stored);
     tracing::info!(consumer = %section.consumer, "retro aggregator starting");
-    fleet.consume(&spec, ConsumeOptions { batch_size: section.batch_size, concurrency: 1 }, &intake).await
+    // The digest runs beside the intake and stops with it.
+    let digests =
+        crate::digest::run(fleet.pool(), fleet.bus(), &section.digest, fleet.shutdown().cancelled());
+    let consumed = async {
+        let r = fleet
+            .consume(&spec, ConsumeOptions { batch_size: section.batch_size, concurrency: 1 }, &intake)
+            .await;
+        // An intake that stopped (an error, or shutdown) stops the digest.
+        fleet.shutdown().cancel();
+        r
+    };
+    let (consumed, ()) = tokio::join!(consumed, digests);
+    consumed
 }

@@ -1,10 +1,13 @@
 //! The `retrospectives` table: each run's retrospective stored once, in
 //! batches, and read back for the fleet view.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::classify::{Category, Classification, classify};
+use crate::classify::{Category, Classification, RULES_VERSION, classify};
 use crate::record::RetroRecord;
 
 /// What went wrong with the store.
@@ -43,8 +46,8 @@ pub async fn insert(pool: &PgPool, records: &[RetroRecord], source: &str) -> Res
     }
     let inserted = sqlx::query(
         "INSERT INTO retrospectives (run_id, remediation_id, repository, dockerfile, purpose, outcome, model,
-                                     duration_ms, created_at, record, category, rule, source)
-         SELECT r, m, repo, d, p, o, model, dur, at, rec::json, c, rule, $13
+                                     duration_ms, created_at, record, category, rule, source, rules_version)
+         SELECT r, m, repo, d, p, o, model, dur, at, rec::json, c, rule, $13, $14
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                      $8::int8[], $9::timestamptz[], $10::text[], $11::text[], $12::text[])
               AS t(r, m, repo, d, p, o, model, dur, at, rec, c, rule)
@@ -63,6 +66,7 @@ pub async fn insert(pool: &PgPool, records: &[RetroRecord], source: &str) -> Res
     .bind(&columns.category)
     .bind(&columns.rule)
     .bind(source)
+    .bind(RULES_VERSION)
     .execute(pool)
     .await?
     .rows_affected();
@@ -133,9 +137,107 @@ pub async fn load(
         .collect()
 }
 
+/// Which stored rows [`reclassify`] looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every row (`patchpilot retros reclassify`).
+    All,
+    /// Rows classified by rules older than [`RULES_VERSION`] (the service's
+    /// start after an upgrade). Rows of a newer version, written by a newer
+    /// build during a rolling upgrade, are left to it.
+    Outdated,
+}
+
+/// What [`reclassify`] found (and, unless a dry run, changed).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Reclassified {
+    /// Rows classified again.
+    pub examined: u64,
+    /// Rows whose category changes, by (stored category → new category).
+    /// The stored one is kept as text: a category a newer or older build
+    /// had and this one has not is exactly what reclassifying mends.
+    pub changed: BTreeMap<(String, Category), u64>,
+    /// Rows keeping their category but decided by another rule now.
+    pub rule_changed: u64,
+    /// Rows written (category, rule or rules version); 0 in a dry run.
+    pub updated: u64,
+}
+
+impl Reclassified {
+    /// Rows whose category changes.
+    pub fn category_changes(&self) -> u64 {
+        self.changed.values().sum()
+    }
+}
+
+/// Rows read and updated per transaction by [`reclassify`].
+const RECLASSIFY_BATCH: i64 = 5000;
+
+/// Classifies stored rows again with this build's rules: their category,
+/// the rule that decided it and the rules version are updated where they
+/// differ. Deterministic, so running it twice changes nothing the second
+/// time; a `dry_run` only counts. Rows are read in run-id order in batches,
+/// each batch updated in one statement, so a large store never sits in
+/// memory and an interrupted run leaves every row either old or new.
+pub async fn reclassify(pool: &PgPool, scope: Scope, dry_run: bool) -> Result<Reclassified, Error> {
+    let mut report = Reclassified::default();
+    let mut after = String::new();
+    let below = match scope {
+        Scope::All => None,
+        Scope::Outdated => Some(RULES_VERSION),
+    };
+    loop {
+        let rows: Vec<(String, String, String, String, i32)> = sqlx::query_as(
+            "SELECT run_id, record::text, category, rule, rules_version FROM retrospectives
+             WHERE run_id > $1 AND ($2::int4 IS NULL OR rules_version < $2)
+             ORDER BY run_id LIMIT $3",
+        )
+        .bind(&after)
+        .bind(below)
+        .bind(RECLASSIFY_BATCH)
+        .fetch_all(pool)
+        .await?;
+        let Some(last) = rows.last() else { break };
+        after = last.0.clone();
+        let (mut runs, mut categories, mut rules) = (Vec::new(), Vec::new(), Vec::new());
+        for (run_id, json, stored_category, stored_rule, version) in rows {
+            let record: RetroRecord = serde_json::from_str(&json)
+                .map_err(|e| Error::Corrupt { run_id: run_id.clone(), reason: e.to_string() })?;
+            let now = classify(&record);
+            report.examined += 1;
+            if now.category.as_str() != stored_category {
+                *report.changed.entry((stored_category, now.category)).or_default() += 1;
+            } else if now.rule != stored_rule {
+                report.rule_changed += 1;
+            } else if version == RULES_VERSION {
+                continue;
+            }
+            runs.push(run_id);
+            categories.push(now.category.as_str());
+            rules.push(now.rule);
+        }
+        if dry_run || runs.is_empty() {
+            continue;
+        }
+        report.updated += sqlx::query(
+            "UPDATE retrospectives AS r SET category = u.c, rule = u.rule, rules_version = $4
+             FROM unnest($1::text[], $2::text[], $3::text[]) AS u(run, c, rule)
+             WHERE r.run_id = u.run",
+        )
+        .bind(&runs)
+        .bind(&categories)
+        .bind(&rules)
+        .bind(RULES_VERSION)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    }
+    Ok(report)
+}
+
 /// Adds what the runs' records know to retrospectives from the bus, in one
-/// query for the batch: outcome, duration and whether a model ran (from
-/// `sandbox_runs`), the purpose (from `controller_runs`), the repository and
+/// query for the batch: outcome, duration and, when the retrospective did
+/// not name its model, whether a model ran (from `sandbox_runs`), the purpose (from `controller_runs`), the repository and
 /// Dockerfile (from the planner's `remediations`). Missing rows leave
 /// fields empty.
 pub async fn enrich(pool: &PgPool, records: &mut [RetroRecord]) -> Result<(), Error> {
@@ -166,10 +268,14 @@ pub async fn enrich(pool: &PgPool, records: &mut [RetroRecord]) -> Result<(), Er
         record.purpose = purpose.unwrap_or_default();
         record.repository = repository.unwrap_or_default();
         record.dockerfile = dockerfile.unwrap_or_default();
-        if let Some(result) = result {
+        if let Some(result) = result
+            && record.model.is_empty()
+        {
             use patchpilot_model::Wire as _;
             if let Ok(result) = patchpilot_model::SandboxResult::decode(&result) {
-                // A model session was recorded only when a model ran.
+                // The retrospective did not name its model (a sender older
+                // than the field): a model session was recorded only when
+                // a model ran.
                 record.model = if result.session_object.is_some() { "model" } else { "rules" }.to_owned();
             }
         }

@@ -5,7 +5,8 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use patchpilot_model::{
-    Event, RemediationJob, Retrospective, SandboxResult, SandboxRun, ScanRequest, SubmittedAssessment, Wire,
+    Event, RemediationJob, RetroDigest, Retrospective, SandboxResult, SandboxRun, ScanRequest,
+    SubmittedAssessment, Wire,
 };
 
 use async_nats::jetstream::stream::{Config, DiscardPolicy, RetentionPolicy, StorageType};
@@ -22,6 +23,9 @@ pub mod subjects {
     pub const SANDBOX_RUN: &str = "pp.sandbox.run";
     /// Agent retrospectives.
     pub const RETRO: &str = "pp.retro";
+    /// The retro aggregator's periodic digest, for the controller's
+    /// notifiers.
+    pub const RETRO_DIGEST: &str = "pp.retro.digest";
 
     /// `pp.assessment.<source>`; `source` is e.g. `cli`, `scanner`.
     pub fn assessment(source: &str) -> String {
@@ -112,6 +116,10 @@ pub mod topics {
         Topic::keyed(StreamName::SandboxResults, "pp.sandbox.result");
     /// Retrospectives from the workers.
     pub const RETROS: Topic<Retrospective> = Topic::fixed(StreamName::Retros, subjects::RETRO);
+    /// Digests of the retrospectives, from the retro aggregator to the
+    /// controller's notifiers.
+    pub const RETRO_DIGESTS: Topic<RetroDigest> =
+        Topic::fixed(StreamName::RetroDigests, subjects::RETRO_DIGEST);
     /// Fleet events; keyed by kind.
     pub const EVENTS: Topic<Event> = Topic::keyed(StreamName::Events, "pp.event");
 }
@@ -131,6 +139,8 @@ pub enum StreamName {
     SandboxResults,
     /// `RETROS`: sandbox worker → retro aggregator.
     Retros,
+    /// `RETRO_DIGESTS`: retro aggregator → controller (its notifiers).
+    RetroDigests,
     /// `EVENTS`: everyone → notifications, dashboards (limits retention).
     Events,
     /// `DEAD_LETTERS`: bus → operators (limits retention).
@@ -139,13 +149,14 @@ pub enum StreamName {
 
 impl StreamName {
     /// Every stream, in pipeline order.
-    pub const ALL: [StreamName; 8] = [
+    pub const ALL: [StreamName; 9] = [
         StreamName::ScanRequests,
         StreamName::Assessments,
         StreamName::Remediations,
         StreamName::SandboxRuns,
         StreamName::SandboxResults,
         StreamName::Retros,
+        StreamName::RetroDigests,
         StreamName::Events,
         StreamName::DeadLetters,
     ];
@@ -159,6 +170,7 @@ impl StreamName {
             StreamName::SandboxRuns => "SANDBOX_RUNS",
             StreamName::SandboxResults => "SANDBOX_RESULTS",
             StreamName::Retros => "RETROS",
+            StreamName::RetroDigests => "RETRO_DIGESTS",
             StreamName::Events => "EVENTS",
             StreamName::DeadLetters => "DEAD_LETTERS",
         }
@@ -173,6 +185,7 @@ impl StreamName {
             StreamName::SandboxRuns => &["pp.sandbox.run"],
             StreamName::SandboxResults => &["pp.sandbox.result.>"],
             StreamName::Retros => &["pp.retro"],
+            StreamName::RetroDigests => &["pp.retro.digest"],
             StreamName::Events => &["pp.event.>"],
             StreamName::DeadLetters => &["pp.dlq.>"],
         }

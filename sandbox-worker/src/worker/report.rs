@@ -66,8 +66,10 @@ pub(super) fn result(job: &RunJob, ended: &Ended) -> SandboxResult {
 /// The guest's retrospective when it sent a usable one; otherwise one built
 /// from the outcome.
 pub(super) fn retrospective(job: &RunJob, ended: &Ended) -> Retrospective {
-    let from_guest =
-        ended.retrospective.as_deref().and_then(RetrospectiveReport::parse).filter(|r| !r.is_empty());
+    let parsed = ended.retrospective.as_deref().and_then(RetrospectiveReport::parse);
+    // A report that says nothing else may still name its model.
+    let model = parsed.as_ref().and_then(|r| r.model.clone());
+    let from_guest = parsed.filter(|r| !r.is_empty());
     let report = from_guest.unwrap_or_else(|| {
         let mut report = RetrospectiveReport {
             category: match ended.outcome {
@@ -75,6 +77,7 @@ pub(super) fn retrospective(job: &RunJob, ended: &Ended) -> Retrospective {
                 _ => RetroCategory::Unspecified,
             },
             summary: format!("{}: {}", ended.outcome, ended.reason),
+            model,
             ..RetrospectiveReport::default()
         };
         if ended.outcome == RunOutcome::Completed {
@@ -177,6 +180,13 @@ mod tests {
         assert_eq!(r.report.went_wrong, vec!["rescan slow"]);
         assert_eq!(r.report.category, RetroCategory::Tooling);
         assert_eq!(r.report.summary, "ok");
+        assert_eq!(r.report.model, None, "the guest named no model");
+
+        let json = r#"{"went_wrong":["proxy timeout"],"model":"gpt-4.1-mini\u0007"}"#;
+        let r = retrospective(&job(), &ended(RunOutcome::AgentFailed, Some(json)));
+        assert_eq!(r.report.model.as_deref(), Some("gpt-4.1-mini"), "named, control characters out");
+        let r = retrospective(&job(), &ended(RunOutcome::TimedOut, Some(r#"{"model":"rules"}"#)));
+        assert_eq!(r.report.model.as_deref(), Some("rules"), "kept when the rest is built from the outcome");
 
         let r = retrospective(&job(), &ended(RunOutcome::TimedOut, Some("not json")));
         assert_eq!(r.report.category, RetroCategory::Infrastructure);

@@ -26,6 +26,9 @@ fn retro(n: usize) -> Retrospective {
         )],
         summary: "the Go proxy timed out".into(),
         category: RetroCategory::Infrastructure,
+        // One run names its model; the rest are from senders older than
+        // the field.
+        model: (n == 1).then(|| "gpt-4.1-mini".to_owned()),
         ..RetrospectiveReport::default()
     };
     let at = Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).single().unwrap_or_default()
@@ -125,7 +128,17 @@ async fn retrospectives_from_the_bus_are_stored_once_and_survive_a_kill() -> any
         (repository.as_str(), dockerfile.as_str(), purpose.as_str(), outcome.as_str()),
         ("https://github.com/acme-corp/payments-api", "services/api/Dockerfile", "repair", "infra_error")
     );
-    assert_eq!(model, "model", "a model session was recorded");
+    assert_eq!(model, "model", "no name said, and a model session was recorded");
+    let named: String = sqlx::query_scalar("SELECT model FROM retrospectives WHERE run_id = '0a1b2c3d-r1-1'")
+        .fetch_one(&stack.pool)
+        .await?;
+    assert_eq!(named, "gpt-4.1-mini", "the model the run named");
+    let out = stack
+        .cli(&["retros", "--until", "2026-12-02T00:00:00Z", "--model", "gpt-4.1-mini", "--json"])
+        .await?;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let view: serde_json::Value = serde_json::from_str(&out.stdout)?;
+    assert_eq!((view["runs"].as_u64(), view["models"]["gpt-4.1-mini"].as_u64()), (Some(1), Some(1)));
     assert!(duration_ms.is_some_and(|ms| (41_000..=43_000).contains(&ms)), "{duration_ms:?}");
     assert_eq!((category.as_str(), rule.as_str()), ("infrastructure.network", "network-failure"));
 
@@ -233,7 +246,10 @@ async fn a_fleets_retrospectives_condense_into_its_problems() -> anyhow::Result<
         let in_family = expected.iter().filter(|(_, f, _)| f == family).count();
         assert_eq!(runs_per_family[family], in_family, "{family}");
     }
-    assert_eq!(view["clusters"].as_array().map(Vec::len), Some(96), "pinned, as in the crate's corpus test");
+    assert_eq!(view["clusters"].as_array().map(Vec::len), Some(28), "pinned, as in the crate's corpus test");
+    let signed =
+        view["clusters"].as_array().into_iter().flatten().filter(|c| c["signature"].is_string()).count();
+    assert_eq!(signed, 25, "every cluster but the three the corpus test names was merged by a signature");
     // The two families the corpus makes rise are rising, the one it makes
     // fall is falling: over the family's clusters, the window's count
     // against what the earlier rate predicts.
@@ -270,5 +286,65 @@ async fn a_fleets_retrospectives_condense_into_its_problems() -> anyhow::Result<
     let listed = view["missing_tools"].as_array().into_iter().flatten().find(|t| t["tool"] == "make");
     assert_eq!(listed.and_then(|t| t["runs"].as_u64()), Some(make_runs as u64));
     println!("{}", stack.cli(&["retros", "--until", "2026-12-06T00:00:00Z"]).await?.stdout);
+
+    // Rules change: two Go proxy timeouts as older rules would have left
+    // them. `reclassify --dry-run` counts, `reclassify` mends, once.
+    let go_runs: Vec<&str> = expected
+        .iter()
+        .filter(|(_, f, _)| f == "go_proxy_timeout")
+        .map(|(r, _, _)| r.as_str())
+        .take(2)
+        .collect();
+    let age = || async {
+        sqlx::query(
+            "UPDATE retrospectives SET category = 'repository_complexity', rule = 'unexplained-problem', \
+             rules_version = 0 WHERE run_id = ANY($1)",
+        )
+        .bind(&go_runs)
+        .execute(&stack.pool)
+        .await
+    };
+    let categories = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT category FROM retrospectives WHERE run_id = ANY($1) ORDER BY run_id",
+        )
+        .bind(&go_runs)
+        .fetch_all(&stack.pool)
+        .await
+    };
+    age().await?;
+    let dry = stack.cli(&["retros", "reclassify", "--dry-run"]).await?;
+    assert_eq!(dry.code, Some(0), "{}", dry.stderr);
+    assert!(dry.stdout.contains(&format!("examined {lines} ")), "{}", dry.stdout);
+    assert!(
+        dry.stdout.contains("would change the category of 2, the deciding rule only of 0"),
+        "{}",
+        dry.stdout
+    );
+    let change: Vec<&str> = dry.stdout.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+    assert_eq!(change, ["repository_complexity", "→", "infrastructure.network", "2"], "{}", dry.stdout);
+    assert_eq!(categories().await?, ["repository_complexity"; 2], "a dry run writes nothing");
+    let done = stack.cli(&["retros", "reclassify"]).await?;
+    assert!(
+        done.stdout.contains("changed the category of 2, the deciding rule only of 0; 2 rows written"),
+        "{}",
+        done.stdout
+    );
+    assert_eq!(categories().await?, ["infrastructure.network"; 2]);
+    let again = stack.cli(&["retros", "reclassify"]).await?;
+    assert!(
+        again.stdout.contains("changed the category of 0, the deciding rule only of 0; 0 rows written"),
+        "{}",
+        again.stdout
+    );
+
+    // An upgrade: the service classifies rows of older rules again when it
+    // starts, before it takes new retrospectives.
+    age().await?;
+    let _retro_service = stack.spawn_retro("[retro]\n")?;
+    wait_for("the outdated rows classified again at start", Duration::from_secs(60), || async {
+        Ok((categories().await? == ["infrastructure.network"; 2]).then_some(()))
+    })
+    .await?;
     Ok(())
 }
