@@ -75,7 +75,7 @@ BEGIN
         ('patchpilot_broker', ARRAY['broker_capabilities', 'broker_calls'], 'SELECT, INSERT, UPDATE, DELETE'),
         ('patchpilot_gateway', ARRAY['gateway_secrets', 'gateway_access_tokens', 'gateway_refresh_leases'],
                                'SELECT, INSERT, UPDATE, DELETE'),
-        ('patchpilot_retro', ARRAY['retrospectives'], 'SELECT, INSERT, UPDATE, DELETE'),
+        ('patchpilot_retro', ARRAY['retrospectives', 'retro_digests'], 'SELECT, INSERT, UPDATE, DELETE'),
         -- A retrospective is stored with its run's remediation, repository
         -- and purpose, read from the other services' rows.
         ('patchpilot_retro', ARRAY['remediations', 'sandbox_runs', 'controller_runs'], 'SELECT'),

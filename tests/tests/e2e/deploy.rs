@@ -176,7 +176,7 @@ async fn each_services_postgres_role_reaches_its_own_tables_and_no_others() -> a
             &["gateway_secrets", "gateway_access_tokens", "controller_runs"],
         ),
         ("patchpilot_gateway", "gateway_refresh_leases", &["broker_capabilities", "remediations"]),
-        ("patchpilot_retro", "retrospectives", &["broker_calls", "gateway_secrets", "egress_decisions"]),
+        ("patchpilot_retro", "retro_digests", &["broker_calls", "gateway_secrets", "egress_decisions"]),
     ];
     for (role, own, others) in roles {
         let pool = sqlx::PgPool::connect(&as_role(&db.url, role)?).await?;

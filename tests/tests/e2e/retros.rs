@@ -46,7 +46,9 @@ fn retro(n: usize) -> Retrospective {
 /// facts are added from its records.
 #[tokio::test]
 async fn retrospectives_from_the_bus_are_stored_once_and_survive_a_kill() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
+    let mut stack = Stack::start().await?;
+    // The aggregator and the CLI under their own Postgres roles.
+    stack.use_service_roles().await?;
     // The run's records, as the planner, controller and sandbox worker keep
     // them, for the first retrospective.
     sqlx::query(
@@ -165,7 +167,9 @@ fn corpus() -> PathBuf {
 /// import stores nothing.
 #[tokio::test]
 async fn a_fleets_retrospectives_condense_into_its_problems() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
+    let mut stack = Stack::start().await?;
+    // The aggregator and the CLI under their own Postgres roles.
+    stack.use_service_roles().await?;
     let file = corpus().join("retros.jsonl");
     let file = file.to_str().unwrap_or_default();
     let lines = std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).count();
