@@ -217,3 +217,80 @@ async fn each_services_postgres_role_reaches_its_own_tables_and_no_others() -> a
     admin.close().await;
     Ok(())
 }
+
+/// `deploy/ansible/`: `ansible-playbook` (ansible-core, which `scripts/services
+/// tools` installs) accepts the playbook and lists its tasks without a
+/// warning, and what its variables say of each service agrees with the
+/// rest of `deploy/`: the unit exists and starts that binary as that user,
+/// the database role is one `roles.sql` grants, and the metrics port is
+/// the one Prometheus scrapes. Applying it needs systemd as PID 1 and
+/// hosts to install on, which the test machine is not.
+#[test]
+fn the_ansible_playbook_is_accepted_and_agrees_with_the_units_roles_and_scrape_targets() -> anyhow::Result<()>
+{
+    let dir = workspace_root().join("deploy/ansible");
+    let playbook = std::env::var("PATCHPILOT_ANSIBLE_PLAYBOOK").context(
+        "PATCHPILOT_ANSIBLE_PLAYBOOK is not set: run the tests through scripts/test (scripts/services tools installs ansible-core)",
+    )?;
+    let mut listed = String::new();
+    for check in ["--syntax-check", "--list-tasks"] {
+        let out = std::process::Command::new(&playbook)
+            .args([check, "-i", "inventory.example.ini", "site.yml"])
+            .current_dir(&dir)
+            .output()
+            .with_context(|| format!("running {playbook}"))?;
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "ansible-playbook {check}:\n{text}");
+        assert!(
+            !text.contains("[WARNING]") && !text.contains("[DEPRECATION"),
+            "ansible-playbook {check}:\n{text}"
+        );
+        listed = text;
+    }
+    for play in
+        ["NATS, a three-node cluster", "PostgreSQL, the roles and the schema", "The PatchPilot services"]
+    {
+        assert!(listed.contains(play), "no play {play:?} in:\n{listed}");
+    }
+
+    let vars = std::fs::read_to_string(dir.join("group_vars/all.yml"))?;
+    let vars = yaml_rust2::YamlLoader::load_from_str(&vars)?;
+    let services = vars[0]["patchpilot_services"].as_hash().context("patchpilot_services")?;
+    let roles = std::fs::read_to_string(workspace_root().join("deploy/postgres/roles.sql"))?;
+    let prometheus = std::fs::read_to_string(workspace_root().join("deploy/prometheus/prometheus.yml"))?;
+    let mut units = Vec::new();
+    for (name, service) in services {
+        let name = name.as_str().context("a service name")?;
+        let field = |key: &str| service[key].as_str().map(str::to_owned);
+        let (binary_name, unit, user) = (
+            field("binary").context("binary")?,
+            field("unit").context("unit")?,
+            field("user").context("user")?,
+        );
+        let text = std::fs::read_to_string(workspace_root().join("deploy/systemd").join(&unit))
+            .with_context(|| format!("{name}: unit {unit}"))?;
+        assert!(
+            text.contains(&format!("ExecStart=/usr/local/bin/{binary_name} ")),
+            "{unit} does not start {binary_name}"
+        );
+        assert!(text.contains(&format!("\nUser={user}\n")), "{unit} does not run as {user}");
+        binary(&binary_name).with_context(|| format!("{name}: no binary {binary_name}"))?;
+        let role = field("db_role").unwrap_or_default();
+        assert!(role.is_empty() || roles.contains(&format!("'{role}'")), "{name}: roles.sql has no {role}");
+        let port = service["metrics_port"].as_i64().context("metrics_port")?;
+        let job = prometheus
+            .split("- job_name: ")
+            .find(|job| job.starts_with(&format!("patchpilot-{name}\n")))
+            .with_context(|| format!("prometheus.yml has no job patchpilot-{name}"))?;
+        assert!(
+            job.contains(&format!(":{port}\"")),
+            "patchpilot-{name} is scraped elsewhere than :{port}:\n{job}"
+        );
+        units.push(unit);
+    }
+    for (unit, _) in UNITS.iter().filter(|(u, _)| *u != "nats-server.service") {
+        assert!(units.iter().any(|u| u == unit), "the playbook installs no {unit}");
+    }
+    Ok(())
+}
