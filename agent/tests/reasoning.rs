@@ -332,3 +332,116 @@ async fn tools_refuse_paths_outside_the_tree_and_the_task_folder() {
         "{names:?}"
     );
 }
+
+/// The capability broker's whole answer to a model call while the
+/// credential gateway is down, as its end-to-end test pins it
+/// (`broker::the_gateway_signs_upstream_calls_and_its_key_never_reaches_the_guest`).
+const BROKER_GATEWAY_DOWN: &str = r#"{"error":{"message":"upstream failed","type":"upstream_failed"}}"#;
+
+/// A loopback server that answers every request as the broker does with
+/// the gateway down; counts the requests.
+async fn broker_with_the_gateway_down()
+-> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                // Read the head and the declared body, then answer.
+                let mut request = Vec::new();
+                let mut buf = [0u8; 8192];
+                loop {
+                    let Ok(n) = stream.read(&mut buf).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().to_owned())
+                            })
+                            .and_then(|v| v.parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{BROKER_GATEWAY_DOWN}",
+                    BROKER_GATEWAY_DOWN.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// With the gateway down the model is out of reach, and the run goes on
+/// with its non-model work: the rules' verified change stays in the tree
+/// and in the result (partly fixed), and the model's failure is named
+/// among the problems. Retried first, as a 5xx is transient.
+#[tokio::test]
+async fn with_the_gateway_down_the_rules_verified_change_is_kept_and_the_model_failure_named() {
+    let c = case(AgentLimits::default());
+    let ws = Workspace::new(&c.root).expect("workspace");
+    let start = ws.snapshot();
+    // What the rules changed, built and rescanned: the base bumped.
+    let bumped = "FROM golang:1.22-alpine\nCOPY . .\nRUN go build ./...\n";
+    std::fs::write(c.root.join("Dockerfile"), bumped).expect("write");
+    let mut rules = RunResult::new(&c.task);
+    rules.outcome = Outcome::PartlyFixed;
+    rules.patch = true;
+    let (addr, requests) = broker_with_the_gateway_down().await;
+    let model = ModelClient::new(ClientConfig {
+        wire: ProviderWire::OpenAi,
+        base_url: format!("http://{addr}").parse().expect("url"),
+        model: "double".into(),
+        credential: Some("pp-cap-test".into()),
+        timeout: Duration::from_secs(20),
+        retry: RetryPolicy {
+            attempts: 3,
+            base_delay: Duration::from_millis(20),
+            max_delay: Duration::from_secs(1),
+        },
+    })
+    .expect("client");
+    let (result, _) = reasoning::continue_with_model(
+        &model,
+        &ws,
+        &c.task,
+        RunPurpose::Remediate,
+        rules,
+        env(&c.root),
+        start,
+    )
+    .await;
+    assert_eq!(result.agent.end, Some(SessionEnd::ModelError));
+    assert_eq!(result.outcome, Outcome::PartlyFixed, "{:?}", result.problems);
+    assert!(result.patch, "the rules' change is still the run's patch");
+    assert_eq!(std::fs::read_to_string(c.root.join("Dockerfile")).expect("read"), bumped);
+    assert!(
+        result.problems.iter().any(|p| p.starts_with("model session (") && p.contains("upstream failed")),
+        "{:?}",
+        result.problems
+    );
+    // Not an infrastructure failure of the run: its work is kept. (This
+    // test has no Docker, so the session's own baseline build is reported
+    // as one; that is not the model.)
+    assert!(
+        !result.problems.iter().any(|p| p.contains("the model could not be reached")),
+        "{:?}",
+        result.problems
+    );
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 3, "retried as transient");
+}
