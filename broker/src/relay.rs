@@ -196,9 +196,10 @@ fn model_usage(kind: ConnectionKind, body: &[u8]) -> Option<ModelUsage> {
 }
 
 /// A model name as a span attribute: the guest and the upstream choose it,
-/// so it is cut to 128 characters and stripped of control characters.
+/// so it is the fleet's model label (control characters out, at most 128
+/// characters), as retrospectives store it.
 fn span_label(text: &str) -> String {
-    text.chars().filter(|c| !c.is_control()).take(128).collect()
+    patchpilot_model::retrospective::model_label(text).unwrap_or_default()
 }
 
 /// The OpenTelemetry GenAI provider name of a model connection's kind.

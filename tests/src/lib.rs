@@ -474,6 +474,13 @@ pub async fn apply_roles(pool: &PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The database URL `url` with `role` as its user.
+pub fn url_as_role(url: &str, role: &str) -> anyhow::Result<String> {
+    let mut parsed = url::Url::parse(url)?;
+    parsed.set_username(role).map_err(|()| anyhow::anyhow!("cannot set a user on {url}"))?;
+    Ok(parsed.to_string())
+}
+
 /// `env` as `binary_name` gets it: under [`Stack::use_service_roles`], its
 /// database URL names the binary's role and migrations are off.
 fn as_service_role(binary_name: &str, env: &[(String, String)]) -> anyhow::Result<Vec<(String, String)>> {
@@ -485,9 +492,7 @@ fn as_service_role(binary_name: &str, env: &[(String, String)]) -> anyhow::Resul
         service_role(binary_name).with_context(|| format!("{binary_name} has no role in roles.sql"))?;
     for (key, value) in env.iter_mut() {
         if key == "PATCHPILOT_DATABASE__URL" {
-            let mut url = url::Url::parse(value)?;
-            url.set_username(role).map_err(|()| anyhow::anyhow!("cannot set a user on {value}"))?;
-            *value = url.to_string();
+            *value = url_as_role(value, role)?;
         }
     }
     env.push(("PATCHPILOT_DATABASE__MIGRATE".into(), "false".into()));

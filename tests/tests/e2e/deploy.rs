@@ -118,13 +118,6 @@ fn the_nats_cluster_configuration_is_valid_for_every_node() -> anyhow::Result<()
     Ok(())
 }
 
-/// A role's URL on the database at `url`.
-fn as_role(url: &str, role: &str) -> anyhow::Result<String> {
-    let mut url = url::Url::parse(url)?;
-    url.set_username(role).map_err(|()| anyhow::anyhow!("no user in the URL"))?;
-    Ok(url.to_string())
-}
-
 /// `deploy/postgres/roles.sql` as `deploy/README.md` runs it on a new
 /// database: the roles, the schema migrated by its owner with a service's
 /// `--migrate-only`, the grants. Each service's role then reaches its own
@@ -135,7 +128,7 @@ async fn each_services_postgres_role_reaches_its_own_tables_and_no_others() -> a
     let db = patchpilot_e2e::TestDatabase::create().await?;
     let admin = sqlx::PgPool::connect(&db.url).await?;
     patchpilot_e2e::apply_roles(&admin).await?;
-    let owner = as_role(&db.url, "patchpilot_owner")?;
+    let owner = patchpilot_e2e::url_as_role(&db.url, "patchpilot_owner")?;
     let migrated = patchpilot_e2e::run_binary(
         "patchpilot-planner",
         &["--migrate-only"],
@@ -179,7 +172,7 @@ async fn each_services_postgres_role_reaches_its_own_tables_and_no_others() -> a
         ("patchpilot_retro", "retro_digests", &["broker_calls", "gateway_secrets", "egress_decisions"]),
     ];
     for (role, own, others) in roles {
-        let pool = sqlx::PgPool::connect(&as_role(&db.url, role)?).await?;
+        let pool = sqlx::PgPool::connect(&patchpilot_e2e::url_as_role(&db.url, role)?).await?;
         sqlx::query(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {own}")))
             .execute(&pool)
             .await
@@ -207,7 +200,8 @@ async fn each_services_postgres_role_reaches_its_own_tables_and_no_others() -> a
         pool.close().await;
     }
     // The operator's CLI reads everything and writes none of the services' state.
-    let operator = sqlx::PgPool::connect(&as_role(&db.url, "patchpilot_operator")?).await?;
+    let operator =
+        sqlx::PgPool::connect(&patchpilot_e2e::url_as_role(&db.url, "patchpilot_operator")?).await?;
     for table in ["controller_remediations", "broker_calls", "egress_decisions", "remediations"] {
         sqlx::query(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}"))).execute(&operator).await?;
     }
