@@ -15,7 +15,10 @@
 //!   `--agent model`, a model session where the rules stop, or a repair;
 //! - `sandbox image build` / `sandbox run --workspace DIR -- CMD`: the
 //!   microVM sandbox, for debugging a policy or a guest image;
-//! - `forge init` / `forge prs`: the controller's single-machine forge.
+//! - `forge init` / `forge prs`: the controller's single-machine forge;
+//! - `eval [--cases DIR] [--provider NAME …] [--json]`: the evals'
+//!   injection suite through the whole system on this machine; it runs
+//!   `patchpilot-eval`, the runner built beside this binary.
 //!
 //! Connection settings come from `--config FILE` and `PATCHPILOT_…`
 //! variables, as for the services (see `scripts/services env`).
@@ -89,6 +92,13 @@ enum Command {
     /// The controller's local forge: create repositories, list pull requests.
     #[command(subcommand)]
     Forge(forge::Command),
+    /// The evals' injection suite through the whole system on this machine; `eval --help` for its options.
+    #[command(disable_help_flag = true)]
+    Eval {
+        /// `patchpilot-eval`'s arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output.
     Completions {
         /// The shell.
@@ -96,6 +106,25 @@ enum Command {
     },
     /// Print the man page (roff) to standard output: `patchpilot man > patchpilot.1`.
     Man,
+}
+
+/// `patchpilot eval ARGS`: replaces this process with `patchpilot-eval
+/// ARGS`, found beside this binary (the runner links the whole local
+/// stack's harness, which the operator's CLI does not). Its exit status is
+/// the runner's: 0 held, 1 a row did not, 2 it could not run.
+fn eval(args: &[String]) -> ExitCode {
+    use std::os::unix::process::CommandExt as _;
+    let runner = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join("patchpilot-eval")));
+    let Some(runner) = runner.filter(|r| r.is_file()) else {
+        eprintln!(
+            "patchpilot: eval needs patchpilot-eval beside this binary; build it with \
+             `cargo build -p patchpilot-e2e --bin patchpilot-eval` (scripts/test and cargo build --workspace --bins do)"
+        );
+        return ExitCode::from(2);
+    };
+    let error = std::process::Command::new(&runner).args(args).exec();
+    eprintln!("patchpilot: cannot run {}: {error}", runner.display());
+    ExitCode::from(2)
 }
 
 /// Completions for `shell`, written to `out`.
@@ -118,6 +147,7 @@ fn main() -> ExitCode {
             completions(*shell, &mut std::io::stdout());
             return ExitCode::SUCCESS;
         }
+        Command::Eval { args } => return eval(args),
         Command::Man => {
             return match man_page(&mut std::io::stdout()) {
                 // `patchpilot man | head` is not a failure.
@@ -176,7 +206,7 @@ fn main() -> ExitCode {
             Command::Remediate(args) => remediate::run(&config, args).await,
             Command::Sandbox(command) => sandbox::run(&config, command).await,
             Command::Forge(command) => forge::run(&config, command).await,
-            Command::Completions { .. } | Command::Man => Ok(ExitCode::SUCCESS),
+            Command::Completions { .. } | Command::Man | Command::Eval { .. } => Ok(ExitCode::SUCCESS),
         };
         guard.shutdown();
         match result {

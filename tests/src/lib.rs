@@ -39,6 +39,9 @@ use sqlx::PgPool;
 use tempfile::TempDir;
 
 pub mod alpine;
+pub mod broker;
+pub mod controller_loop;
+pub mod evals;
 pub mod forge;
 pub mod images;
 pub mod jobs;
@@ -59,13 +62,17 @@ pub fn fixture(relative: &str) -> PathBuf {
     workspace_root().join("tests/fixtures").join(relative)
 }
 
-/// A built workspace binary, next to the test executable's `deps` folder.
+/// A built workspace binary: next to the running one (`patchpilot-eval`,
+/// installed or in `target/<profile>/`), or next to a test executable's
+/// `deps` folder.
 pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .context("test executable is not in a cargo target folder")?;
+    let dir = exe.parent().context("the running executable has no folder")?;
+    let sibling = dir.join(name);
+    if sibling.is_file() {
+        return Ok(sibling);
+    }
+    let profile_dir = dir.parent().context("test executable is not in a cargo target folder")?;
     let path = profile_dir.join(name);
     if !path.is_file() {
         bail!("{} is not built; {SETUP_HINT}", path.display());

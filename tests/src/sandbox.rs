@@ -30,7 +30,9 @@ pub fn unavailable() -> Option<String> {
     Some(reason)
 }
 
-fn why_unavailable() -> Option<String> {
+/// Why microVMs cannot run here, if they cannot, whatever the environment
+/// requires (`patchpilot eval` reports it as an error).
+pub fn why_unavailable() -> Option<String> {
     if std::env::var_os("PATCHPILOT_SANDBOX__QEMU__BINARY").is_none() {
         return Some(
             "PATCHPILOT_SANDBOX__QEMU__BINARY is unset: run `scripts/services vm` and `eval \"$(scripts/services env)\"`".into(),
