@@ -445,3 +445,59 @@ async fn with_the_gateway_down_the_rules_verified_change_is_kept_and_the_model_f
     );
     assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 3, "retried as transient");
 }
+
+/// A repair's `finish` runs each failing check the forge named again in
+/// the workspace: while it fails, `finish` is refused with the check's own
+/// output; once the model's edit makes it pass, that gate passes. A check
+/// whose command the VM lacks is let through, saying so: CI judges it.
+#[tokio::test]
+async fn a_repair_runs_the_failing_check_again_before_it_may_finish() {
+    let mut c = case(AgentLimits { max_gate_failures: 2, ..AgentLimits::default() });
+    c.task.failing_checks = vec![
+        patchpilot_model::FailingCheck {
+            name: "lint".into(),
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "grep -q 'lint: ok' main.go || { echo 'main.go:1: lint: not ok'; exit 2; }".into(),
+            ],
+        },
+        patchpilot_model::FailingCheck {
+            name: "vendor-tool".into(),
+            command: vec!["pp-no-such-linter-xyz".into()],
+        },
+    ];
+    let finish = json!({"outcome": "fixed", "summary": "done"});
+    let double = ProviderDouble::start(Scripted::new(vec![
+        Turn::tool_call("finish", finish.clone()),
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "main.go", "content": "package main\n\n// lint: ok\nfunc main() {}\n"}),
+        ),
+        Turn::tool_call("finish", finish),
+    ]))
+    .await
+    .expect("double");
+    let result = session(&c, &double, ProviderWire::OpenAi, RunPurpose::Repair).await;
+    // The rescan gate cannot pass here (no scanner), so the session ends on
+    // the gates either way; what matters is each check's verdict.
+    assert_eq!(result.agent.end, Some(SessionEnd::GatesFailed), "{}", result.agent.end_reason);
+    let first = double.requests()[1].conversation.clone().expect("conversation");
+    let (_, refusal, is_error) = first.tool_results().last().expect("result");
+    assert!(errored(refusal, is_error), "{refusal}");
+    assert!(refusal.contains("lint: still fails in the VM (exit status 2)"), "{refusal}");
+    assert!(refusal.contains("main.go:1: lint: not ok"), "the check's own output: {refusal}");
+    let checks: Vec<_> = result.agent.gates.iter().filter(|g| g.name == "failing_check").collect();
+    assert_eq!(checks.len(), 2, "{:?}", result.agent.gates);
+    assert!(checks[0].passed && checks[0].detail.starts_with("lint: passes in the VM"), "{:?}", checks[0]);
+    assert!(checks[1].passed && checks[1].detail.contains("exit 127"), "{:?}", checks[1]);
+    assert!(
+        result
+            .commands
+            .iter()
+            .any(|r| r.command.contains("(the failing check lint)") && r.exit_code == Some(0)),
+        "each run of a check is in the report's commands: {:?}",
+        result.commands
+    );
+    no_violations(&double);
+}

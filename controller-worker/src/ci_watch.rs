@@ -5,6 +5,7 @@
 use crate::lifecycle::FailedCheck;
 use crate::triage::{self, Verdict};
 use patchpilot_forge::{CheckState, Forge, Repo};
+use patchpilot_model::FailingCheck;
 
 /// Lines of each failing log a repair run gets.
 const LOG_LINES: usize = 200;
@@ -22,6 +23,8 @@ pub enum CiState {
         checks: Vec<FailedCheck>,
         /// The patch-caused failures' logs, trimmed and fenced as untrusted.
         evidence: String,
+        /// The patch-caused failures whose command the forge knows.
+        commands: Vec<FailingCheck>,
     },
 }
 
@@ -33,12 +36,18 @@ pub async fn look(forge: &dyn Forge, repo: &Repo, sha: &str) -> Result<CiState, 
     }
     let mut failed = Vec::new();
     let mut evidence = String::new();
+    let mut commands = Vec::new();
     for check in checks.iter().filter(|c| c.state != CheckState::Passed) {
         let log = forge.check_log(repo, check).await.unwrap_or_default();
         let infrastructure = match triage::classify(check, &log) {
             Verdict::Infrastructure { reason } => Some(reason),
             Verdict::PatchCaused => {
                 evidence.push_str(&triage::fence_log(&check.name, &triage::trim_log(&log, LOG_LINES)));
+                // A command the forge cannot tell is no reason to stop:
+                // the repair runs without that gate, and CI judges it.
+                if let Ok(Some(command)) = forge.check_command(repo, check).await {
+                    commands.push(FailingCheck { name: check.name.clone(), command });
+                }
                 None
             }
         };
@@ -47,5 +56,5 @@ pub async fn look(forge: &dyn Forge, repo: &Repo, sha: &str) -> Result<CiState, 
     if failed.is_empty() {
         return Ok(CiState::Passed);
     }
-    Ok(CiState::Failed { checks: failed, evidence })
+    Ok(CiState::Failed { checks: failed, evidence, commands })
 }

@@ -376,9 +376,9 @@ impl Executor {
                         Ok(Step::Wait(ci_backoff(self.config.ci_poll_secs, details.in_state_secs)))
                     }
                     CiState::Passed => Ok(Step::Event(Event::ChecksPassed)),
-                    CiState::Failed { checks, evidence } => {
+                    CiState::Failed { checks, evidence, commands } => {
                         if !evidence.is_empty() {
-                            self.store.set_ci_evidence(lease, &evidence).await?;
+                            self.store.set_ci_evidence(lease, &evidence, &commands).await?;
                         }
                         Ok(Step::Event(Event::ChecksFailed(checks)))
                     }
@@ -430,6 +430,10 @@ impl Executor {
             ci_evidence: match purpose {
                 RunPurpose::Repair => details.ci_evidence.clone(),
                 RunPurpose::Remediate => None,
+            },
+            failing_checks: match purpose {
+                RunPurpose::Repair => details.failing_checks.clone(),
+                RunPurpose::Remediate => Vec::new(),
             },
             insecure_registries: self.config.insecure_registries.clone(),
             db: self.config.agent_db.clone().or_else(|| {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use patchpilot_model::{RemediationState, RunOutcome, RunPurpose, SandboxResult};
+use patchpilot_model::{FailingCheck, RemediationState, RunOutcome, RunPurpose, SandboxResult};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row as _};
 use tokio::sync::Notify;
@@ -75,6 +75,8 @@ pub struct Details {
     pub pr_url: Option<String>,
     /// The latest patch-caused CI failure's fenced logs.
     pub ci_evidence: Option<String>,
+    /// Its checks whose command the forge knows.
+    pub failing_checks: Vec<FailingCheck>,
     /// Seconds since the machine last changed state.
     pub in_state_secs: f64,
 }
@@ -420,9 +422,16 @@ impl Store {
 
     /// What the executor keeps beside the machine.
     pub async fn details(&self, remediation_id: &str) -> Result<Details, Error> {
-        type DetailsRow = (Option<String>, Option<i64>, Option<String>, Option<String>, Option<f64>);
+        type DetailsRow = (
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            Option<String>,
+            Option<sqlx::types::Json<Vec<FailingCheck>>>,
+            Option<f64>,
+        );
         let row: Option<DetailsRow> = sqlx::query_as(
-            "SELECT branch, pr_number, pr_url, ci_evidence, \
+            "SELECT branch, pr_number, pr_url, ci_evidence, failing_checks, \
                     (SELECT EXTRACT(EPOCH FROM (now() - max(at)))::float8 FROM controller_transitions t \
                      WHERE t.remediation_id = r.remediation_id AND t.to_state <> t.from_state) \
              FROM controller_remediations r WHERE remediation_id = $1",
@@ -430,12 +439,13 @@ impl Store {
         .bind(remediation_id)
         .fetch_optional(&self.pool)
         .await?;
-        let (branch, pr_number, pr_url, ci_evidence, in_state) = row.unwrap_or_default();
+        let (branch, pr_number, pr_url, ci_evidence, failing_checks, in_state) = row.unwrap_or_default();
         Ok(Details {
             branch,
             pr_number: pr_number.map(|n| n.max(0) as u64),
             pr_url,
             ci_evidence,
+            failing_checks: failing_checks.map(|j| j.0).unwrap_or_default(),
             in_state_secs: in_state.unwrap_or(0.0).max(0.0),
         })
     }
@@ -458,14 +468,19 @@ impl Store {
         .await
     }
 
-    /// Keeps the latest patch-caused CI failure's fenced logs for the next
-    /// repair run.
-    pub async fn set_ci_evidence(&self, lease: &Lease, evidence: &str) -> Result<(), Error> {
+    /// Keeps the latest patch-caused CI failure's fenced logs, and its
+    /// checks' commands, for the next repair run.
+    pub async fn set_ci_evidence(
+        &self,
+        lease: &Lease,
+        evidence: &str,
+        failing_checks: &[FailingCheck],
+    ) -> Result<(), Error> {
         self.fenced(
             lease,
-            "UPDATE controller_remediations SET ci_evidence = $4 \
+            "UPDATE controller_remediations SET ci_evidence = $4, failing_checks = $5 \
              WHERE remediation_id = $1 AND lease_owner = $2 AND lease_epoch = $3",
-            |q| q.bind(evidence.to_owned()),
+            |q| q.bind(evidence.to_owned()).bind(sqlx::types::Json(failing_checks.to_vec())),
         )
         .await
     }

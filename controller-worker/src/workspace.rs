@@ -18,7 +18,7 @@ use patchpilot_model::{IoError, io};
 use std::path::{Path, PathBuf};
 
 use patchpilot_model::context::{self as ctx, CONTEXT_DIR};
-use patchpilot_model::{Finding, RunPurpose, Task, TaskModel, TaskRegistry};
+use patchpilot_model::{FailingCheck, Finding, RunPurpose, Task, TaskModel, TaskRegistry};
 
 use patchpilot_forge::GitRemote;
 use patchpilot_forge::credential::{RemoteGitError, run_git_remote};
@@ -45,6 +45,9 @@ pub struct ContextSpec {
     pub operator_instructions: Option<String>,
     /// For repairs: the failing checks' logs, already trimmed and fenced.
     pub ci_evidence: Option<String>,
+    /// Repairs: the failing checks whose command the forge knows
+    /// (`task.json`'s `failing_checks`).
+    pub failing_checks: Vec<FailingCheck>,
     /// Registries (`host:port`) the agent speaks plain HTTP to.
     pub insecure_registries: Vec<String>,
     /// The advisory DB folder inside the sandbox, when not the agent's default.
@@ -156,6 +159,7 @@ pub fn write_context(workspace: &Path, spec: &ContextSpec) -> Result<(), Error> 
         registry: TaskRegistry { insecure: spec.insecure_registries.clone(), ..TaskRegistry::default() },
         db: spec.db.clone(),
         model: spec.model.clone(),
+        failing_checks: spec.failing_checks.clone(),
         ..Task::new(spec.dockerfile.clone(), spec.findings.clone())
     };
     let write = |name: &str, bytes: &[u8]| -> Result<(), Error> {
@@ -270,6 +274,11 @@ mod tests {
             operator_instructions: Some("Use the internal mirror for Alpine packages.".into()),
             ci_evidence: (purpose == RunPurpose::Repair)
                 .then(|| "<untrusted-ci-log check=\"lint\">\nx\n</untrusted-ci-log>\n".into()),
+            failing_checks: if purpose == RunPurpose::Repair {
+                vec![FailingCheck { name: "lint".into(), command: vec!["make".into(), "lint".into()] }]
+            } else {
+                Vec::new()
+            },
             insecure_registries: vec![],
             db: None,
             model: None,
@@ -292,6 +301,9 @@ mod tests {
         assert!(std::fs::read_to_string(ctx.join("prompt.md")).expect("prompt").contains("smallest change"));
         assert!(!ctx.join("ci-failure.md").exists());
         let task = Task::load(dir.path()).expect("the agent reads the task");
+        assert!(task.failing_checks.is_empty());
+        let written = std::fs::read_to_string(ctx.join("task.json")).expect("task.json");
+        assert!(!written.contains("failing_checks"), "a remediation's task is as before: {written}");
         assert_eq!(task.findings.len(), 1);
         assert_eq!(task.run_id, "run-1");
     }
@@ -311,6 +323,9 @@ mod tests {
             std::fs::read(ctx.join("fix.patch")).expect("fix.patch"),
             b"--- a/Dockerfile\n+++ b/Dockerfile\n"
         );
+        let task = Task::load(dir.path()).expect("the agent reads the task");
+        assert_eq!(task.failing_checks.len(), 1);
+        assert_eq!(task.failing_checks[0].command, ["make", "lint"]);
         let mut with_model = spec(RunPurpose::Repair);
         with_model.model = Some(TaskModel {
             provider: patchpilot_model::ProviderWire::OpenAi,

@@ -1,6 +1,7 @@
 //! CI watch on the local forge with its real CI runner: a green check, a
-//! failure the patch caused (its log fenced as evidence for a repair), and
-//! an infrastructure failure (triaged for a re-run, no evidence).
+//! failure the patch caused (its log fenced as evidence for a repair, its
+//! command named for the repair's VM), and an infrastructure failure
+//! (triaged for a re-run, no evidence).
 
 use std::time::Duration;
 
@@ -74,8 +75,14 @@ async fn ci_results_are_triaged_and_patch_caused_logs_become_fenced_evidence() -
 
     assert_eq!(states[0], ("pass", CiState::Passed));
     match &states[1].1 {
-        CiState::Failed { checks, evidence } => {
+        CiState::Failed { checks, evidence, commands } => {
             assert_eq!(checks.len(), 1);
+            // The forge's own command for the check, for the repair's VM.
+            assert_eq!(commands.len(), 1, "{commands:?}");
+            assert_eq!(
+                (commands[0].name.as_str(), commands[0].command.clone()),
+                ("ci", vec!["sh".to_owned(), "-c".into(), CHECK.into()])
+            );
             assert_eq!(checks[0].infrastructure, None, "a lint failure is the patch's");
             assert!(
                 evidence.contains("unused import") && evidence.contains("<untrusted-ci-log check=\"ci\">"),
@@ -85,7 +92,8 @@ async fn ci_results_are_triaged_and_patch_caused_logs_become_fenced_evidence() -
         other => panic!("lint: {other:?}"),
     }
     match &states[2].1 {
-        CiState::Failed { checks, evidence } => {
+        CiState::Failed { checks, evidence, commands } => {
+            assert!(commands.is_empty(), "an infrastructure failure is not repaired: {commands:?}");
             assert!(
                 checks[0].infrastructure.as_deref().is_some_and(|r| r.contains("network timeout")),
                 "{checks:?}"

@@ -667,6 +667,23 @@ impl Forge for LocalForge {
         .ok_or_else(|| Error::NotFound(format!("check run {id} of {repo}")))
     }
 
+    async fn check_command(&self, repo: &Repo, check: &Check) -> Result<Option<Vec<String>>, Error> {
+        if check.source == CheckSource::CommitStatus {
+            // Statuses are set by callers (the controller's vetting); no
+            // command of this forge's produced them.
+            return Ok(None);
+        }
+        sqlx::query_scalar(
+            "SELECT command FROM local_forge_checks WHERE owner = $1 AND repo = $2 AND name = $3",
+        )
+        .bind(&repo.owner)
+        .bind(&repo.name)
+        .bind(&check.name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db(format!("reading the command of check {} of {repo}", check.name)))
+    }
+
     async fn rerun(&self, repo: &Repo, check: &Check) -> Result<(), Error> {
         let what = format!("re-running check {} of {repo}", check.name);
         if check.source == CheckSource::CommitStatus {

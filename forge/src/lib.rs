@@ -275,6 +275,12 @@ pub trait Forge: Send + Sync + fmt::Debug {
     async fn check_log(&self, repo: &Repo, check: &Check) -> Result<String, Error>;
     /// Re-runs a failed check (the failed jobs of its workflow run).
     async fn rerun(&self, repo: &Repo, check: &Check) -> Result<(), Error>;
+    /// The command the forge runs for `check`, when it knows one, for a
+    /// repair to run again in its VM. `None` by default: a GitHub check is
+    /// a job of a workflow, whose steps are the repository's text.
+    async fn check_command(&self, _repo: &Repo, _check: &Check) -> Result<Option<Vec<String>>, Error> {
+        Ok(None)
+    }
     /// Sets a commit status, e.g. the controller's own vetting verdict.
     async fn set_status(
         &self,

@@ -70,7 +70,7 @@ pub use report::{
 pub use retrospective::{RetroCategory, Retrospective, RetrospectiveReport};
 pub use sandbox::{EgressPolicy, RunLimits, RunOutcome, RunPurpose, SandboxResult, SandboxRun};
 pub use scan::ScanRequest;
-pub use task::{Binary, Release, ReleaseIndex, Task, TaskPolicy, TaskRegistry};
+pub use task::{Binary, FailingCheck, Release, ReleaseIndex, Task, TaskPolicy, TaskRegistry};
 pub use wire::Wire;
 
 #[doc(hidden)]

@@ -125,6 +125,24 @@ pub struct Task {
     /// rules only.
     #[serde(default)]
     pub model: Option<crate::TaskModel>,
+    /// Repairs: the failing CI checks whose command the forge knows, for
+    /// the agent to run again before it finishes (the `failing_check`
+    /// gate). Empty when the forge does not say (GitHub's checks are jobs
+    /// of workflows, not commands).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing_checks: Vec<FailingCheck>,
+}
+
+/// A failing CI check and the command the forge runs for it. The command
+/// is the operator's configuration of the forge, not the repository's
+/// text; it runs inside the VM only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailingCheck {
+    /// The check's name on the forge.
+    pub name: String,
+    /// Its argv.
+    pub command: Vec<String>,
 }
 
 /// Why a task file could not be used.
@@ -169,6 +187,7 @@ impl Task {
             db: None,
             platform: None,
             model: None,
+            failing_checks: Vec::new(),
         }
     }
 

@@ -10,14 +10,19 @@
 //!   at or above the policy's `block_at` is introduced.
 //! - `required_edits` (repairs): every version edit of the fix is still
 //!   there, by vetting's own check.
-//!
-//! Not here yet: re-running the failing CI check in the VM (the guest does
-//! not get the check's command); CI itself judges the repair.
+//! - `failing_check` (repairs, one per check): the failing CI check's
+//!   command, when the forge named it (`task.failing_checks`), run again in
+//!   the workspace and passing. A command the VM lacks (exit 127) or one
+//!   that outlives its time is recorded and let through: CI judges it.
+//!   GitHub names no command (a check is a workflow's job), so there CI
+//!   alone judges the repair.
+
+use std::time::{Duration, Instant};
 
 use patchpilot_model::context::{self, CONTEXT_DIR};
-use patchpilot_model::{GateRecord, RunPurpose, VerificationStatus as Status};
+use patchpilot_model::{CommandRun, FailingCheck, GateRecord, RunPurpose, VerificationStatus as Status};
 
-use super::tools::{FinishOutcome, Toolbox, image};
+use super::tools::{FinishOutcome, Toolbox, exec, image};
 use super::workspace::{Change, Snapshot, changed_lines};
 
 /// Whether `path` is a test: by the conventions of the ecosystems the
@@ -104,8 +109,87 @@ pub async fn check(
     gates.push(rescan(tools, outcome).await);
     if tools.mode == RunPurpose::Repair {
         gates.push(required_edits(tools));
+        for check in tools.task.failing_checks.clone() {
+            gates.push(failing_check(tools, &check).await);
+        }
     }
     gates
+}
+
+/// Longest a failing check's command runs in the VM.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// `sh`'s exit status for a command it cannot find.
+const NOT_FOUND: i32 = 127;
+
+/// Lines of a failing check's output the gate's detail keeps, from the end.
+const CHECK_TAIL_LINES: usize = 30;
+
+/// `argv` as one `sh` line, each word single-quoted.
+fn shell_line(argv: &[String]) -> String {
+    argv.iter().map(|a| format!("'{}'", a.replace('\'', r"'\''"))).collect::<Vec<_>>().join(" ")
+}
+
+/// Runs `check`'s command in the workspace, as CI would on the repair.
+async fn failing_check(tools: &mut Toolbox, check: &FailingCheck) -> GateRecord {
+    const NAME: &str = "failing_check";
+    if check.command.is_empty() {
+        return gate(NAME, true, format!("{}: the forge named no command; CI judges the repair", check.name));
+    }
+    let line = shell_line(&check.command);
+    let started = Instant::now();
+    let (code, output) = match exec::run_shell(&line, tools.workspace.root(), CHECK_TIMEOUT).await {
+        Ok(done) => done,
+        Err(e) => {
+            return gate(
+                NAME,
+                true,
+                format!("{}: could not run here ({e}); CI judges the repair", check.name),
+            );
+        }
+    };
+    let tail: Vec<&str> = output.lines().rev().take(CHECK_TAIL_LINES).collect();
+    let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+    tools.commands.push(CommandRun {
+        command: format!("{} (the failing check {})", check.command.join(" "), check.name),
+        dir: ".".into(),
+        exit_code: code,
+        duration: started.elapsed(),
+        error_excerpt: if code == Some(0) {
+            String::new()
+        } else {
+            crate::remediate::first_lines(&output, 20)
+        },
+    });
+    match code {
+        Some(0) => gate(NAME, true, format!("{}: passes in the VM", check.name)),
+        Some(NOT_FOUND) => gate(
+            NAME,
+            true,
+            format!(
+                "{}: a command it needs is not in the VM (exit 127); CI judges the repair\n{tail}",
+                check.name
+            ),
+        ),
+        None => gate(
+            NAME,
+            true,
+            format!(
+                "{}: still running after {} s in the VM; CI judges the repair",
+                check.name,
+                CHECK_TIMEOUT.as_secs()
+            ),
+        ),
+        Some(c) => gate(
+            NAME,
+            false,
+            format!(
+                "{}: still fails in the VM (exit status {c}); fix what it reports, forward only. The end of its \
+                 output (untrusted):\n{tail}",
+                check.name
+            ),
+        ),
+    }
 }
 
 async fn rescan(tools: &mut Toolbox, outcome: FinishOutcome) -> GateRecord {
@@ -162,6 +246,15 @@ fn required_edits(tools: &Toolbox) -> GateRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_command_becomes_one_quoted_shell_line() {
+        let argv: Vec<String> = ["sh", "-c", "echo 'it''s' && exit 3"].map(str::to_owned).into();
+        let line = shell_line(&argv);
+        let out = std::process::Command::new("sh").arg("-c").arg(&line).output().expect("sh");
+        assert_eq!(out.status.code(), Some(3), "{line}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "its\n", "{line}");
+    }
 
     #[test]
     fn tests_and_ci_definitions_are_recognised() {

@@ -343,6 +343,7 @@ impl ModelRun {
             findings: task.findings.clone(),
             operator_instructions: None,
             ci_evidence: self.ci_evidence.clone(),
+            failing_checks: task.failing_checks.clone(),
             insecure_registries: task.registry.insecure.clone(),
             db: task.db.clone(),
             model: task.model.clone(),
