@@ -558,7 +558,7 @@ fn child_sections(rootfs: &Path) -> anyhow::Result<()> {
     let hwm = || proc_status_kib("VmHWM").unwrap_or(0);
     let start = rss();
     let scanner = Scanner::default();
-    let (_image, fs, read) = image::read_rootfs(rootfs, &|p, x| scanner.wants(p, x), scanner.limits())?;
+    let (_image, fs, read) = image::read_rootfs(rootfs, &scanner, scanner.limits())?;
     let (after_read, hwm_read) = (rss(), hwm());
     let catalog = scanner.catalog_fs(&fs, &[]);
     let (after_catalog, hwm_catalog) = (rss(), hwm());

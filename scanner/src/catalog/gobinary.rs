@@ -39,16 +39,19 @@
 //! version in OSV's form (`go1.22.2` → `v1.22.2`), left out for
 //! development toolchains.
 
-use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
+use std::marker::PhantomData;
 
-use super::{Cataloger, Error};
+use object::ReadRef;
+use object::elf::{PF_W, PF_X};
+
+use super::{Cataloger, Error, FileReader, elf};
 use crate::package::{Package, PackageKind};
 
 /// Name of this cataloger in errors and logs.
 const CATALOGER: &str = "go-binary";
 
-/// Start of every ELF file.
-const ELF_MAGIC: &[u8] = b"\x7fELF";
+/// The section Go's linker writes the blob to.
+const BUILD_INFO_SECTION: &[u8] = b".go.buildinfo";
 
 /// Start of the build info blob (`debug/buildinfo.buildInfoMagic`).
 const BUILD_INFO_MAGIC: &[u8] = b"\xff Go buildinf:";
@@ -100,11 +103,24 @@ impl Cataloger for GoBinaryCataloger {
     }
 
     fn parse(&self, path: &str, data: &[u8]) -> Result<Vec<Package>, Error> {
-        match read_build_info(data) {
-            Ok(Some(info)) => Ok(packages(&info, path)),
-            Ok(None) => Ok(Vec::new()),
-            Err(err) => Err(Error::new(CATALOGER, path, err.to_string())),
-        }
+        catalog(path, data)
+    }
+
+    fn reads_ranges(&self) -> bool {
+        true
+    }
+
+    fn parse_file(&self, path: &str, file: &FileReader<'_>) -> Result<Vec<Package>, Error> {
+        catalog(path, file)
+    }
+}
+
+/// The packages of the binary at `path`, whatever holds its bytes.
+fn catalog<'data>(path: &str, data: impl ReadRef<'data>) -> Result<Vec<Package>, Error> {
+    match read_build_info_from(data) {
+        Ok(Some(info)) => Ok(packages(&info, path)),
+        Ok(None) => Ok(Vec::new()),
+        Err(err) => Err(Error::new(CATALOGER, path, err.to_string())),
     }
 }
 
@@ -169,23 +185,26 @@ pub struct BuildSetting {
     pub value: String,
 }
 
-/// Reads the build information of an ELF executable.
+/// Reads the build information of an ELF executable held in memory.
 ///
 /// `Ok(None)` when `data` is not ELF, not parseable as ELF, or carries no
 /// aligned build info magic: it is not a Go binary.
 pub fn read_build_info(data: &[u8]) -> Result<Option<BuildInfo>, BuildInfoError> {
-    if !data.starts_with(ELF_MAGIC) {
+    read_build_info_from(data)
+}
+
+/// [`read_build_info`] through any [`ReadRef`]: a byte slice, or a
+/// [`FileReader`](super::FileReader) over an open file, through which only
+/// the ELF headers, the searched range and the strings the blob points at
+/// are read. Memory is then bounded by those (at most
+/// [`MAX_SEARCH_BYTES`] plus two [`MAX_STRING_BYTES`] strings on hostile
+/// input, a few kilobytes on real binaries), not by the file's size.
+pub fn read_build_info_from<'data, R: ReadRef<'data>>(data: R) -> Result<Option<BuildInfo>, BuildInfoError> {
+    let Some(layout) = elf::read(data, BUILD_INFO_SECTION) else {
         return Ok(None);
-    }
-    let file = match object::File::parse(data) {
-        Ok(file) => file,
-        Err(err) => {
-            tracing::debug!(error = %err, "ELF file object cannot parse; not read as a Go binary");
-            return Ok(None);
-        }
     };
-    let space = AddressSpace::of_elf(&file);
-    let Some((start, size)) = data_start(&file) else {
+    let space = AddressSpace::of_elf(data, &layout);
+    let Some((start, size)) = data_start(&layout) else {
         return Ok(None);
     };
     let Some(raw) = read_raw_build_info(&space, start, size)? else {
@@ -198,45 +217,48 @@ pub fn read_build_info(data: &[u8]) -> Result<Option<BuildInfo>, BuildInfoError>
 
 /// Where Go's `elfExe.DataStart` says the blob lives: the `.go.buildinfo`
 /// section, else the first writable, non-executable loaded segment.
-fn data_start(file: &object::File<'_>) -> Option<(u64, u64)> {
-    if let Some(section) = file.section_by_name(".go.buildinfo") {
-        return Some((section.address(), section.size()));
+fn data_start(layout: &elf::Layout) -> Option<(u64, u64)> {
+    if let Some(section) = layout.section {
+        return Some((section.address, section.size));
     }
-    file.segments().find_map(|segment| match segment.flags() {
-        SegmentFlags::Elf { p_flags, .. }
-            if p_flags & (object::elf::PF_X | object::elf::PF_W) == object::elf::PF_W =>
-        {
-            Some((segment.address(), segment.size()))
-        }
-        _ => None,
-    })
+    layout
+        .loads
+        .iter()
+        .find(|load| load.flags & (PF_X.0 | PF_W.0) == PF_W.0)
+        .map(|load| (load.address, load.memory_size))
 }
 
 /// The file bytes of the loaded segments, by virtual address: what Go's
-/// `DataReader` reads from.
-#[derive(Debug, Default)]
-struct AddressSpace<'data> {
-    /// `(virtual address, file bytes)` of each region, in header order.
-    regions: Vec<(u64, &'data [u8])>,
+/// `DataReader` reads from. Bytes are read from `data` only when asked for.
+#[derive(Debug)]
+struct AddressSpace<'data, R: ReadRef<'data>> {
+    data: R,
+    /// `(virtual address, file offset, file size)` of each region, in
+    /// header order.
+    regions: Vec<(u64, u64, u64)>,
+    _data: PhantomData<&'data [u8]>,
 }
 
-impl<'data> AddressSpace<'data> {
-    /// The `PT_LOAD` segments of `file`; segments whose file range lies
+impl<'data, R: ReadRef<'data>> AddressSpace<'data, R> {
+    /// The `PT_LOAD` segments of `layout`; segments whose file range lies
     /// outside the file are left out, so addresses in them do not resolve.
-    fn of_elf(file: &object::File<'data>) -> AddressSpace<'data> {
-        let regions =
-            file.segments().filter_map(|segment| Some((segment.address(), segment.data().ok()?))).collect();
-        AddressSpace { regions }
+    fn of_elf(data: R, layout: &elf::Layout) -> AddressSpace<'data, R> {
+        let regions = layout
+            .loads
+            .iter()
+            .filter(|load| elf::in_file(data, load.offset, load.file_size))
+            .map(|load| (load.address, load.offset, load.file_size))
+            .collect();
+        AddressSpace { data, regions, _data: PhantomData }
     }
 
     /// Up to `max` bytes from `address` to the end of the first region that
     /// contains it; `None` when no region does.
     fn read(&self, address: u64, max: u64) -> Option<&'data [u8]> {
-        self.regions.iter().find_map(|&(start, bytes)| {
-            let offset = usize::try_from(address.checked_sub(start)?).ok()?;
-            let rest = bytes.get(offset..).filter(|rest| !rest.is_empty())?;
-            let len = usize::try_from(max).unwrap_or(usize::MAX).min(rest.len());
-            rest.get(..len)
+        self.regions.iter().find_map(|&(start, offset, size)| {
+            let delta = address.checked_sub(start).filter(|&delta| delta < size)?;
+            // In the file: `of_elf` checked `offset + size`, and delta < size.
+            self.data.read_bytes_at(offset + delta, max.min(size - delta)).ok()
         })
     }
 }
@@ -250,8 +272,8 @@ struct RawBuildInfo {
 }
 
 /// Finds and decodes the blob in `[start, start + size)`.
-fn read_raw_build_info(
-    space: &AddressSpace<'_>,
+fn read_raw_build_info<'data, R: ReadRef<'data>>(
+    space: &AddressSpace<'data, R>,
     start: u64,
     size: u64,
 ) -> Result<Option<RawBuildInfo>, BuildInfoError> {
@@ -297,7 +319,11 @@ fn read_raw_build_info(
 /// The first 16-byte aligned address in `[start, start + size)` (at most
 /// [`MAX_SEARCH_BYTES`] of it, within one segment) where the magic starts
 /// and a whole header fits.
-fn search_magic(space: &AddressSpace<'_>, start: u64, size: u64) -> Option<u64> {
+fn search_magic<'data, R: ReadRef<'data>>(
+    space: &AddressSpace<'data, R>,
+    start: u64,
+    size: u64,
+) -> Option<u64> {
     let end = start.checked_add(size)?;
     let aligned = start.checked_add(BUILD_INFO_ALIGN - 1)? & !(BUILD_INFO_ALIGN - 1);
     if aligned >= end {
@@ -314,8 +340,8 @@ fn search_magic(space: &AddressSpace<'_>, start: u64, size: u64) -> Option<u64> 
 }
 
 /// A varint-length-prefixed string at `address` and the address after it.
-fn read_inline_string<'data>(
-    space: &AddressSpace<'data>,
+fn read_inline_string<'data, R: ReadRef<'data>>(
+    space: &AddressSpace<'data, R>,
     address: u64,
 ) -> Result<(&'data [u8], u64), String> {
     let prefix = space
@@ -371,8 +397,8 @@ impl PointerFormat {
 
 /// The bytes of the Go string whose header (`{data, len}`) is at `address`;
 /// `None` where Go's `readString` returns "".
-fn read_string_header<'data>(
-    space: &AddressSpace<'data>,
+fn read_string_header<'data, R: ReadRef<'data>>(
+    space: &AddressSpace<'data, R>,
     pointers: PointerFormat,
     address: u64,
 ) -> Option<&'data [u8]> {
@@ -721,8 +747,9 @@ mod tests {
         blob
     }
 
-    fn space(regions: Vec<(u64, &[u8])>) -> AddressSpace<'_> {
-        AddressSpace { regions }
+    /// One region of `bytes` at `address`.
+    fn space(address: u64, bytes: &[u8]) -> AddressSpace<'_, &[u8]> {
+        AddressSpace { data: bytes, regions: vec![(address, 0, bytes.len() as u64)], _data: PhantomData }
     }
 
     const SAMPLE_MODINFO: &str = "path\texample.com/app\n\
@@ -738,7 +765,7 @@ mod tests {
     fn inline_format_is_read_from_the_data_start() {
         let mut data = vec![0u8; 48];
         data.extend(inline_blob(b"go1.22.2", &framed(SAMPLE_MODINFO)));
-        let space = space(vec![(0x1000, &data)]);
+        let space = space(0x1000, &data);
         let raw = read_raw_build_info(&space, 0x1000, data.len() as u64).expect("readable").expect("found");
         assert_eq!(raw.version, "go1.22.2");
         assert_eq!(raw.modinfo, SAMPLE_MODINFO);
@@ -777,7 +804,7 @@ mod tests {
             put(&mut image, modinfo.len() as u64);
             image.extend_from_slice(&version);
             image.extend_from_slice(&modinfo);
-            let space = space(vec![(base, &image)]);
+            let space = space(base, &image);
             let raw =
                 read_raw_build_info(&space, base, image.len() as u64).expect("readable").expect("found");
             assert_eq!(raw.version, "go1.16.15", "{pointer_size} big={big_endian}");
@@ -792,26 +819,26 @@ mod tests {
         data.extend_from_slice(BUILD_INFO_MAGIC);
         data.resize(64, 0);
         data.extend(inline_blob(b"go1.21.0", b""));
-        let space = space(vec![(0x2000, &data)]);
+        let space = space(0x2000, &data);
         let raw = read_raw_build_info(&space, 0x2000, data.len() as u64).expect("readable").expect("found");
         assert_eq!(raw.version, "go1.21.0");
         assert_eq!(raw.modinfo, "", "no framing means no modules");
 
         let unaligned_only = [vec![0u8; 8], inline_blob(b"go1.21.0", b"")].concat();
-        let space = AddressSpace { regions: vec![(0x2000, &unaligned_only)] };
+        let space = self::space(0x2000, &unaligned_only);
         assert_eq!(read_raw_build_info(&space, 0x2000, unaligned_only.len() as u64), Ok(None));
     }
 
     #[test]
     fn no_magic_or_no_room_for_a_header_is_not_a_go_binary() {
         let data = vec![0xffu8; 4096];
-        let space = space(vec![(0, &data)]);
+        let space = space(0, &data);
         assert_eq!(read_raw_build_info(&space, 0, 4096), Ok(None));
 
         let mut short = vec![0u8; 16];
         short.extend_from_slice(BUILD_INFO_MAGIC);
         short.extend_from_slice(&[8, 2]);
-        let space = AddressSpace { regions: vec![(0, &short)] };
+        let space = self::space(0, &short);
         assert_eq!(read_raw_build_info(&space, 0, short.len() as u64), Ok(None));
         // A range that overflows the address space reads nothing.
         assert_eq!(read_raw_build_info(&space, u64::MAX - 4, 100), Ok(None));
@@ -846,7 +873,7 @@ mod tests {
             ("empty version", &empty_version, empty_version.len() as u64),
             ("header cut", &header_cut, 4096),
         ] {
-            let space = space(vec![(0x10, blob)]);
+            let space = space(0x10, blob);
             let result = read_raw_build_info(&space, 0x10, range);
             assert!(matches!(result, Err(BuildInfoError::Blob { address: 0x10, .. })), "{name}: {result:?}");
         }
@@ -862,7 +889,7 @@ mod tests {
         blob[32] = 14;
         blob.push(0);
         let start = u64::MAX - 47;
-        let space = space(vec![(start, &blob)]);
+        let space = space(start, &blob);
         let result = read_raw_build_info(&space, start, 47);
         assert!(
             matches!(&result, Err(BuildInfoError::Blob { reason, .. }) if reason.contains("end of the address space")),
@@ -895,7 +922,7 @@ mod tests {
         for (name, blob) in
             [("nowhere", nowhere), ("dangling", dangling), ("too long", too_long), ("odd", odd_size)]
         {
-            let space = space(vec![(0x1000, &blob)]);
+            let space = space(0x1000, &blob);
             let result = read_raw_build_info(&space, 0x1000, blob.len() as u64);
             assert!(matches!(result, Err(BuildInfoError::Blob { .. })), "{name}: {result:?}");
         }
