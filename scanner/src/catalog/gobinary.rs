@@ -32,12 +32,46 @@
 //! "no module info" (binaries built outside module mode).
 //!
 //! Reported, with ecosystem `Go` and the binary's path: the main module
-//! unless its version is `(devel)` (built from a working tree); every `dep`
-//! as actually linked, i.e. the replacement's path and version when
-//! replaced, left out when that has no version (a replacement by a local
-//! directory); and the standard library as `stdlib` at the toolchain
-//! version in OSV's form (`go1.22.2` → `v1.22.2`), left out for
-//! development toolchains.
+//! (see below); every `dep` as actually linked, i.e. the replacement's path
+//! and version when replaced, left out when that has no version (a
+//! replacement by a local directory); and the standard library as `stdlib`
+//! at the toolchain version in OSV's form (`go1.22.2` → `v1.22.2`), left
+//! out for development toolchains. Each binary reports its own `stdlib`:
+//! the catalog keys packages by path too.
+//!
+//! The main module is the `mod` line's; a binary built outside module mode
+//! (GOPATH builds, as Debian makes Docker's) has none, and then its `path`
+//! line, the main package's import path, names it. Its version is the
+//! recorded one unless that is `(devel)` (built from a working tree, or no
+//! module at all), in which case it is derived from what the build recorded,
+//! first rule that applies, and otherwise the main module is not reported:
+//! no advisory can name a version nobody knows.
+//!
+//! 1. A version the build stamped with the linker: `-X pkg.var=value` in
+//!    the `-ldflags` build setting (split as `cmd/go` splits flags: blanks
+//!    separate, `'` or `"` quote), where `var` is `version`, `gitVersion`,
+//!    `buildVersion` or `releaseVersion` (any case), `pkg` is `main` or a
+//!    package of the main module (under the `mod` line's path; without one,
+//!    under the repository of the main package: `host/owner/repo` on
+//!    github.com, gitlab.com and bitbucket.org, else the main package
+//!    itself), and `value` is a semantic version, `v` prefixed as Go
+//!    versions are (`20.10.24+dfsg1` → `v20.10.24+dfsg1`). Stamps of
+//!    other packages (a dependency's `version.Version`) say nothing about
+//!    the main module; several different stamps are ambiguous and give
+//!    nothing. syft matches such stamps by a pattern on the flags text.
+//! 2. The commit the build came from: `vcs.revision` and `vcs.time`, as the
+//!    pseudo-version Go 1.24's `go build` stamps for an untagged commit,
+//!    `vN.0.0-yyyymmddhhmmss-<first 12 characters of the revision>` (N = 0,
+//!    or the major version of a `/vN` module path), with `+dirty` when
+//!    `vcs.modified` is `true`. It sorts before every release, so an
+//!    advisory affecting the module since its start matches it: a tree built
+//!    from an unknown position in history cannot be shown fixed. syft makes
+//!    the same pseudo-version, with `v0` whatever the module path and never
+//!    `+dirty`.
+//!
+//! syft also guesses a version from the first NUL-delimited semver-like
+//! string anywhere in the binary's bytes; that is not done here: any
+//! library's version string can come first.
 
 use std::marker::PhantomData;
 
@@ -668,9 +702,9 @@ fn split_digits(s: &str) -> Option<(&str, &str)> {
     (end > 0).then(|| s.split_at(end))
 }
 
-/// The packages a binary's build info names: the main module (unless built
-/// from a working tree), every dependency as it was actually linked (the
-/// replacement when replaced; left out when that has no version, as a
+/// The packages a binary's build info names: the main module (by the rules
+/// in the module documentation), every dependency as it was actually linked
+/// (the replacement when replaced; left out when that has no version, as a
 /// replacement by a local directory has none), and the standard library as
 /// `stdlib` at the toolchain's version.
 fn packages(info: &BuildInfo, path: &str) -> Vec<Package> {
@@ -686,12 +720,10 @@ fn packages(info: &BuildInfo, path: &str) -> Vec<Package> {
         ecosystem: "Go".to_owned(),
     };
     let mut packages = Vec::new();
-    if let Some(main) = &info.main
-        && !main.path.is_empty()
-        && !main.version.is_empty()
-        && main.version != DEVEL_VERSION
-    {
-        packages.push(go_module(&main.path, &main.version));
+    match main_module(info) {
+        Some((name, version)) => packages.push(go_module(name, &version)),
+        None => tracing::debug!(main = %info.path, binary = path,
+            "Go main module has no version the build recorded; not reported"),
     }
     for dep in &info.deps {
         let linked = dep.replace.as_deref().unwrap_or(dep);
@@ -708,6 +740,168 @@ fn packages(info: &BuildInfo, path: &str) -> Vec<Package> {
             "Go toolchain version is not a release tag; stdlib not reported"),
     }
     packages
+}
+
+/// The main module's path and version, by the rules in the module
+/// documentation; `None` when no version is known.
+fn main_module(info: &BuildInfo) -> Option<(&str, String)> {
+    let (name, recorded, in_module) = match &info.main {
+        Some(main) if !main.path.is_empty() => (main.path.as_str(), main.version.as_str(), true),
+        // `go build file.go` names no package; there is nothing to report.
+        _ if !info.path.is_empty() && info.path != "command-line-arguments" => {
+            (info.path.as_str(), DEVEL_VERSION, false)
+        }
+        _ => return None,
+    };
+    if recorded.is_empty() {
+        return None;
+    }
+    if recorded != DEVEL_VERSION {
+        return Some((name, recorded.to_owned()));
+    }
+    let setting = |key: &str| info.settings.iter().find(|s| s.key == key).map(|s| s.value.as_str());
+    let root = if in_module { name } else { repository_root(name) };
+    if let Some(version) = setting("-ldflags").and_then(|flags| stamped_version(flags, root)) {
+        return Some((name, version));
+    }
+    let major = if in_module { major_version_suffix(name) } else { 0 };
+    let version = vcs_pseudo_version(setting("vcs.revision")?, setting("vcs.time")?, major)?;
+    let dirty = if setting("vcs.modified") == Some("true") { "+dirty" } else { "" };
+    Some((name, format!("{version}{dirty}")))
+}
+
+/// Hosts whose import paths are `host/owner/repo/...`, one repository per
+/// `owner/repo` (the hosts `cmd/go` knows that layout of).
+const OWNER_REPO_HOSTS: &[&str] = &["github.com", "gitlab.com", "bitbucket.org"];
+
+/// The repository an import path outside any module belongs to, as far as
+/// its form tells: `host/owner/repo` on [`OWNER_REPO_HOSTS`], else the path
+/// itself.
+fn repository_root(path: &str) -> &str {
+    let mut elements = path.match_indices('/');
+    match (path.split('/').next(), elements.nth(2)) {
+        (Some(host), Some((end, _))) if OWNER_REPO_HOSTS.contains(&host) => &path[..end],
+        _ => path,
+    }
+}
+
+/// The `N` of a module path ending in `/vN` (N ≥ 2), else 0.
+fn major_version_suffix(module: &str) -> u64 {
+    module
+        .rsplit_once('/')
+        .and_then(|(_, last)| last.strip_prefix('v'))
+        .filter(|n| !n.starts_with('0'))
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n >= 2)
+        .unwrap_or(0)
+}
+
+/// Variable names a linker `-X` stamp of the program's version uses.
+const VERSION_VARIABLES: &[&str] = &["version", "gitversion", "buildversion", "releaseversion"];
+
+/// The one version `flags` (an `-ldflags` value) stamps into `main` or a
+/// package under `root`, `v`-prefixed.
+fn stamped_version(flags: &str, root: &str) -> Option<String> {
+    let fields = split_flags(flags)?;
+    let mut versions = Vec::new();
+    let mut fields = fields.iter();
+    while let Some(field) = fields.next() {
+        let assignment = match field.trim_start_matches('-') {
+            "X" if field.starts_with('-') => fields.next().map(String::as_str),
+            other => other.strip_prefix("X=").filter(|_| field.starts_with('-')),
+        };
+        let Some((symbol, value)) = assignment.and_then(|a| a.split_once('=')) else {
+            continue;
+        };
+        let Some((package, variable)) = symbol.rsplit_once('.') else {
+            continue;
+        };
+        let in_main_module = package == "main"
+            || package == root
+            || package.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'));
+        if in_main_module
+            && VERSION_VARIABLES.contains(&variable.to_ascii_lowercase().as_str())
+            && is_semver(value.strip_prefix('v').unwrap_or(value))
+        {
+            let version = if value.starts_with('v') { value.to_owned() } else { format!("v{value}") };
+            versions.push(version);
+        }
+    }
+    versions.sort();
+    versions.dedup();
+    match versions.as_slice() {
+        [version] => Some(version.clone()),
+        [] => None,
+        several => {
+            tracing::debug!(?several, "several version stamps in -ldflags; none taken");
+            None
+        }
+    }
+}
+
+/// Splits a flags string as `cmd/internal/quoted.Split` does: blanks
+/// separate fields, a field starting with `'` or `"` runs to the next same
+/// quote (no escapes); `None` for an unterminated quote.
+fn split_flags(flags: &str) -> Option<Vec<String>> {
+    const BLANKS: &[char] = &[' ', '\t', '\n', '\r'];
+    let mut fields = Vec::new();
+    let mut rest = flags;
+    loop {
+        rest = rest.trim_start_matches(BLANKS);
+        let Some(first) = rest.chars().next() else {
+            return Some(fields);
+        };
+        if first == '\'' || first == '"' {
+            let end = rest[1..].find(first)? + 1;
+            fields.push(rest[1..end].to_owned());
+            rest = &rest[end + 1..];
+        } else {
+            let end = rest.find(BLANKS).unwrap_or(rest.len());
+            fields.push(rest[..end].to_owned());
+            rest = &rest[end..];
+        }
+    }
+}
+
+/// Whether `s` is a semantic version 2.0.0 (`1.2.3`, `1.2.3-rc.1+build`),
+/// without a `v`.
+fn is_semver(s: &str) -> bool {
+    let (rest, build) = match s.split_once('+') {
+        Some((rest, build)) => (rest, Some(build)),
+        None => (s, None),
+    };
+    let (core, pre) = match rest.split_once('-') {
+        Some((core, pre)) => (core, Some(pre)),
+        None => (rest, None),
+    };
+    let numeric =
+        |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n == "0" || !n.starts_with('0'));
+    let identifiers = |ids: &str, numbers_canonical: bool| {
+        ids.split('.').all(|id| {
+            !id.is_empty()
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && (!numbers_canonical || !id.bytes().all(|b| b.is_ascii_digit()) || numeric(id))
+        })
+    };
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts.iter().all(|part| numeric(part))
+        && pre.is_none_or(|pre| identifiers(pre, true))
+        && build.is_none_or(|build| identifiers(build, false))
+}
+
+/// The pseudo-version of an untagged commit (`golang.org/x/mod`'s
+/// `module.PseudoVersion` with no prior tag): `vN.0.0-yyyymmddhhmmss-rev`,
+/// the time in UTC and `rev` the first 12 characters of the revision.
+/// `None` unless the revision is at least 12 lowercase hex digits and the
+/// time is RFC 3339.
+fn vcs_pseudo_version(revision: &str, time: &str, major: u64) -> Option<String> {
+    let short = revision.get(..12)?;
+    if !revision.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return None;
+    }
+    let time = chrono::DateTime::parse_from_rfc3339(time).ok()?.with_timezone(&chrono::Utc);
+    Some(format!("v{major}.0.0-{}-{short}", time.format("%Y%m%d%H%M%S")))
 }
 
 #[cfg(test)]
@@ -1107,5 +1301,160 @@ mod tests {
         assert_eq!(cataloger.parse("bin/sh", b"#!/bin/sh\necho hi\n"), Ok(Vec::new()));
         assert_eq!(cataloger.parse("bin/x", b"\x7fELF\x02\x01\x01"), Ok(Vec::new()));
         assert_eq!(cataloger.parse("bin/x", b""), Ok(Vec::new()));
+    }
+
+    /// Module text of Debian bookworm's `/usr/sbin/dockerd` (docker.io
+    /// 20.10.24+dfsg1-1+deb12u1+b6, amd64; toolchain go1.19.8), as its blob
+    /// holds it: a GOPATH build, so no `mod` line; Debian stamps the version
+    /// with `-X`.
+    const DOCKERD_MODINFO: &str = "path\tgithub.com/docker/docker/cmd/dockerd\nbuild\t-compiler=gc\nbuild\t-ldflags=\" \\t\\t-w \\t-X \\\"github.com/docker/docker/dockerversion.Version=20.10.24+dfsg1\\\" \\t-X \\\"github.com/docker/docker/dockerversion.GitCommit=5d6db84\\\" \\t-X \\\"github.com/docker/docker/dockerversion.BuildTime=2026-05-07T21:09:36.000000000+00:00\\\" \\t-X \\\"github.com/docker/docker/dockerversion.IAmStatic=false\\\" \\t-X \\\"github.com/docker/docker/dockerversion.PlatformName=\\\" \\t-X \\\"github.com/docker/docker/dockerversion.ProductName=docker\\\" \\t-X \\\"github.com/docker/docker/dockerversion.DefaultProductLicense=\\\"  \\t\\t \\t\\t \\t\"\nbuild\t-tags=apparmor,seccomp,journald\nbuild\tCGO_ENABLED=1\nbuild\tCGO_CFLAGS=\nbuild\tCGO_CPPFLAGS=\nbuild\tCGO_CXXFLAGS=\nbuild\tCGO_LDFLAGS=\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\n";
+
+    /// Module text of Debian bookworm's `/usr/sbin/runc` (runc
+    /// 1.1.5+ds1-1+deb12u1, amd64): a GOPATH build with no stamp at all.
+    const RUNC_MODINFO: &str = "path\tgithub.com/opencontainers/runc\nbuild\t-compiler=gc\nbuild\t-tags=seccomp,urfave_cli_no_docs\nbuild\t-trimpath=true\nbuild\tCGO_ENABLED=1\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\n";
+
+    /// Module text go1.19.8 wrote for a module `example.com/stamped/v2`
+    /// built in a git work tree whose one commit, 6ddb5844b908…, is dated
+    /// 2024-03-01T10:20:30+02:00: with `go build` on the clean tree, then
+    /// with `-ldflags "-X main.version=2.1.0 -X
+    /// 'example.com/stamped/v2/internal/build.Version=v2.1.0'"`, then after
+    /// an edit.
+    const VCS_CLEAN_MODINFO: &str = "path\texample.com/stamped/v2\nmod\texample.com/stamped/v2\t(devel)\t\nbuild\t-compiler=gc\nbuild\tCGO_ENABLED=0\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\nbuild\tvcs=git\nbuild\tvcs.revision=6ddb5844b908ffa7cc921c27d121e6cec0a63d5b\nbuild\tvcs.time=2024-03-01T08:20:30Z\nbuild\tvcs.modified=false\n";
+    const VCS_STAMPED_MODINFO: &str = "path\texample.com/stamped/v2\nmod\texample.com/stamped/v2\t(devel)\t\nbuild\t-compiler=gc\nbuild\t-ldflags=\"-X main.version=2.1.0 -X 'example.com/stamped/v2/internal/build.Version=v2.1.0'\"\nbuild\tCGO_ENABLED=0\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\nbuild\tvcs=git\nbuild\tvcs.revision=6ddb5844b908ffa7cc921c27d121e6cec0a63d5b\nbuild\tvcs.time=2024-03-01T08:20:30Z\nbuild\tvcs.modified=true\n";
+    const VCS_DIRTY_MODINFO: &str = "path\texample.com/stamped/v2\nmod\texample.com/stamped/v2\t(devel)\t\nbuild\t-compiler=gc\nbuild\tCGO_ENABLED=0\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\nbuild\tvcs=git\nbuild\tvcs.revision=6ddb5844b908ffa7cc921c27d121e6cec0a63d5b\nbuild\tvcs.time=2024-03-01T08:20:30Z\nbuild\tvcs.modified=true\n";
+
+    /// The packages of a go1.19.8 blob carrying `modinfo`, read the whole
+    /// way: blob, module text, package rules.
+    fn packages_of(modinfo: &str) -> Vec<(String, String)> {
+        let blob = inline_blob(b"go1.19.8", &framed(modinfo));
+        let raw = read_raw_build_info(&space(0x1000, &blob), 0x1000, blob.len() as u64)
+            .expect("readable")
+            .expect("found");
+        let mut info = parse_build_info(&raw.modinfo).expect("valid");
+        info.go_version = raw.version;
+        packages(&info, "usr/bin/x").into_iter().map(|p| (p.name, p.version)).collect()
+    }
+
+    fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|&(name, version)| (name.to_owned(), version.to_owned())).collect()
+    }
+
+    #[test]
+    fn main_module_of_a_gopath_build_is_its_package_at_the_version_stamped_into_it() {
+        assert_eq!(
+            packages_of(DOCKERD_MODINFO),
+            owned(&[("github.com/docker/docker/cmd/dockerd", "v20.10.24+dfsg1"), ("stdlib", "v1.19.8")])
+        );
+        // Nothing stamped, no commit recorded: no version to report.
+        assert_eq!(packages_of(RUNC_MODINFO), owned(&[("stdlib", "v1.19.8")]));
+    }
+
+    #[test]
+    fn main_module_built_from_a_work_tree_gets_its_stamp_or_the_commits_pseudo_version() {
+        // A /v2 module: the pseudo-version's major is 2; the time is UTC.
+        assert_eq!(
+            packages_of(VCS_CLEAN_MODINFO),
+            owned(&[("example.com/stamped/v2", "v2.0.0-20240301082030-6ddb5844b908"), ("stdlib", "v1.19.8")])
+        );
+        assert_eq!(
+            packages_of(VCS_DIRTY_MODINFO)[0],
+            ("example.com/stamped/v2".to_owned(), "v2.0.0-20240301082030-6ddb5844b908+dirty".to_owned())
+        );
+        // Two stamps of one version (main, and a package of the module)
+        // win over the commit.
+        assert_eq!(
+            packages_of(VCS_STAMPED_MODINFO)[0],
+            ("example.com/stamped/v2".to_owned(), "v2.1.0".to_owned())
+        );
+        // Without the time, the commit alone makes no pseudo-version.
+        let no_time = VCS_CLEAN_MODINFO.replace("build\tvcs.time=2024-03-01T08:20:30Z\n", "");
+        assert_eq!(packages_of(&no_time), owned(&[("stdlib", "v1.19.8")]));
+        let bad_time = VCS_CLEAN_MODINFO.replace("2024-03-01T08:20:30Z", "yesterday");
+        assert_eq!(packages_of(&bad_time), owned(&[("stdlib", "v1.19.8")]));
+        let short_revision =
+            VCS_CLEAN_MODINFO.replace("6ddb5844b908ffa7cc921c27d121e6cec0a63d5b", "6ddb5844");
+        assert_eq!(packages_of(&short_revision), owned(&[("stdlib", "v1.19.8")]));
+    }
+
+    #[test]
+    fn only_an_unambiguous_semver_stamp_of_the_main_module_counts() {
+        let root = "github.com/acme/tool";
+        for (flags, want) in [
+            ("-X main.version=1.2.3", Some("v1.2.3")),
+            ("-X=main.Version=v1.2.3-rc.1", Some("v1.2.3-rc.1")),
+            ("--X github.com/acme/tool/internal/build.gitVersion=1.0.0+meta.7", Some("v1.0.0+meta.7")),
+            ("-s -w -X 'main.releaseVersion=3.0.0' -X \"main.buildVersion=3.0.0\"", Some("v3.0.0")),
+            // A dependency's version, or a neighbour repository's.
+            ("-X github.com/other/lib/version.Version=1.2.3", None),
+            ("-X github.com/acme/tool-extra/v.Version=1.2.3", None),
+            // Not a version variable, not a semantic version.
+            ("-X main.GoVersion=1.21.0", None),
+            ("-X main.commit=1.2.3", None),
+            ("-X main.version=dev", None),
+            ("-X main.version=1.2", None),
+            ("-X main.version=01.2.3", None),
+            ("-X main.version=1.2.3-01", None),
+            // Two different stamps: ambiguous.
+            ("-X main.version=1.0.0 -X main.Version=2.0.0", None),
+            // Not a linker -X flag, or cut short.
+            ("X=main.version=1.2.3", None),
+            ("-X", None),
+            ("-X 'main.version=1.2.3", None),
+        ] {
+            assert_eq!(stamped_version(flags, root).as_deref(), want, "{flags}");
+        }
+    }
+
+    #[test]
+    fn semantic_versions_follow_semver_org() {
+        for valid in [
+            "0.0.4",
+            "1.2.3",
+            "10.20.30",
+            "1.1.2-prerelease+meta",
+            "1.0.0-alpha.beta.1",
+            "1.0.0-0A.is.legal",
+            "1.0.0+0.build.1-rc.10000aaa-kk-0.1",
+            "20.10.24+dfsg1",
+            "1.0.0-alpha-a.b-c-somethinglong+build.1-aef.1-its-okay",
+        ] {
+            assert!(is_semver(valid), "{valid}");
+        }
+        for invalid in [
+            "1",
+            "1.2",
+            "1.2.3-0123",
+            "1.2.3-0123.0123",
+            "1.1.2+.123",
+            "+invalid",
+            "-invalid",
+            "alpha",
+            "1.2.3.DEV",
+            "1.2-SNAPSHOT",
+            "01.1.1",
+            "1.01.1",
+            "1.1.01",
+            "1.2.3-",
+            "1.2.3+",
+            "1.2.3-alpha_beta",
+            "1.0.0-alpha..1",
+        ] {
+            assert!(!is_semver(invalid), "{invalid}");
+        }
+    }
+
+    #[test]
+    fn repositories_and_major_versions_come_from_the_path_form() {
+        assert_eq!(repository_root("github.com/docker/docker/cmd/dockerd"), "github.com/docker/docker");
+        assert_eq!(repository_root("github.com/opencontainers/runc"), "github.com/opencontainers/runc");
+        assert_eq!(repository_root("go.example.org/a/b/c"), "go.example.org/a/b/c");
+        assert_eq!(major_version_suffix("example.com/m/v2"), 2);
+        assert_eq!(major_version_suffix("example.com/m/v1"), 0);
+        assert_eq!(major_version_suffix("example.com/m/v02"), 0);
+        assert_eq!(major_version_suffix("example.com/m"), 0);
+        assert_eq!(
+            split_flags(" a\t'b c' \"d\"e").as_deref(),
+            Some(&["a".to_owned(), "b c".to_owned(), "d".to_owned(), "e".to_owned()][..])
+        );
     }
 }
