@@ -968,3 +968,37 @@ fn rootfs_scans_find_berkeleydb_and_ndb_databases() {
         "{rpms:?}"
     );
 }
+
+/// Where the spool-fallback child looks for temporary files: nowhere.
+const UNUSABLE_TMPDIR: &str = "/nonexistent/patchpilot-test-tmp";
+
+/// Run by `executables_are_kept_whole_when_no_temporary_file_can_be_made`,
+/// in a child whose `TMPDIR` is [`UNUSABLE_TMPDIR`] (tests cannot change
+/// their own environment without `unsafe`).
+#[test]
+#[ignore = "run by executables_are_kept_whole_when_no_temporary_file_can_be_made, with TMPDIR unusable"]
+fn spool_fallback_child() {
+    assert_eq!(std::env::var("TMPDIR").as_deref(), Ok(UNUSABLE_TMPDIR), "run through its parent test");
+    assert!(tempfile::tempfile().is_err(), "no temporary file can be made here");
+    let layer = tar_layer(&[("usr/bin/tool", 0o755, b"\x7fELF, or so it claims")], &[]);
+    let mut fs = ImageFs::new();
+    let mut budget = Budget::default();
+    let input = LayerInput { index: 0, name: "layer", verify_digest: false };
+    let report =
+        apply_layer(&mut fs, &layer[..], &input, &Scanner::default(), &Limits::default(), &mut budget)
+            .expect("the layer still reads");
+    let kept: Vec<&str> = fs.files().map(|f| f.path).collect();
+    assert_eq!(kept, ["usr/bin/tool"], "kept whole, to be cataloged from memory");
+    assert_eq!(fs.cataloged().count(), 0);
+    assert_eq!(budget.kept, 21);
+    assert!(report.warnings.iter().any(|w| w.contains("held in memory instead")), "{:?}", report.warnings);
+}
+
+#[test]
+fn executables_are_kept_whole_when_no_temporary_file_can_be_made() {
+    let output = run(Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "spool_fallback_child", "--ignored", "--test-threads=1"])
+        .env("TMPDIR", UNUSABLE_TMPDIR));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}

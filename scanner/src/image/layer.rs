@@ -306,7 +306,7 @@ pub fn apply_layer<R: Read>(
     {
         let mut archive = tar::Archive::new(&mut uncompressed);
         let entries = archive.entries().map_err(|e| io_error(&layer, e, Some(compression)))?;
-        let mut spool = None;
+        let mut spool = Spool::Unopened;
         for entry in entries {
             let mut entry = entry.map_err(|e| io_error(&layer, e, Some(compression)))?;
             report.entries += 1;
@@ -359,22 +359,53 @@ struct EntryContext<'a> {
     limits: &'a Limits,
 }
 
-/// Copies a wanted executable's bytes to `spool` (created on first use,
-/// emptied before each use) and catalogs it from there.
+/// The temporary file a layer's executables are cataloged from.
+enum Spool {
+    /// Not needed yet.
+    Unopened,
+    /// Created (unnamed), reused for each executable.
+    Open(std::fs::File),
+    /// It could not be created (no writable temporary folder): executables
+    /// are then kept whole in memory, as files catalogers parse whole are,
+    /// which bounds memory by [`Limits::max_kept`] again instead of by the
+    /// sections read, but still scans.
+    Unavailable,
+}
+
+impl Spool {
+    /// The spool file, created on first use; `None` when it cannot be (the
+    /// reason is warned about once).
+    fn file(&mut self, report: &mut LayerReport) -> Option<&mut std::fs::File> {
+        if let Spool::Unopened = self {
+            *self = match tempfile::tempfile() {
+                Ok(file) => Spool::Open(file),
+                Err(err) => {
+                    report.warnings.push(format!(
+                        "no temporary file to catalog executables from ({err}); they are held in memory instead"
+                    ));
+                    Spool::Unavailable
+                }
+            };
+        }
+        match self {
+            Spool::Open(file) => Some(file),
+            Spool::Unopened | Spool::Unavailable => None,
+        }
+    }
+}
+
+/// Copies a wanted executable's bytes to `file` (emptied first) and
+/// catalogs it from there.
 fn catalog_spooled<R: Read>(
     entry: &mut tar::Entry<'_, R>,
     path: &str,
     mode: u32,
     context: &EntryContext<'_>,
-    spool: &mut Option<std::fs::File>,
+    file: &mut std::fs::File,
 ) -> Result<super::fs::Findings, LayerError> {
     let input = context.input;
     let spool_error =
         |source| LayerError::Spool { layer: input.name.to_owned(), entry: path.to_owned(), source };
-    let file = match spool {
-        Some(file) => file,
-        None => spool.insert(tempfile::tempfile().map_err(spool_error)?),
-    };
     file.set_len(0).and_then(|()| file.rewind()).map_err(spool_error)?;
     let mut buffer = vec![0u8; 256 * 1024];
     loop {
@@ -391,7 +422,7 @@ fn read_entry<R: Read>(
     fs: &mut ImageFs,
     entry: &mut tar::Entry<'_, R>,
     context: &EntryContext<'_>,
-    spool: &mut Option<std::fs::File>,
+    spool: &mut Spool,
     budget: &mut Budget,
     report: &mut LayerReport,
 ) -> Result<(), LayerError> {
@@ -438,8 +469,10 @@ fn read_entry<R: Read>(
                 fs.shadow(&path, input.index);
                 return Ok(());
             }
-            if keep == Keep::Findings {
-                let findings = catalog_spooled(entry, &path, mode, context, spool)?;
+            if keep == Keep::Findings
+                && let Some(file) = spool.file(report)
+            {
+                let findings = catalog_spooled(entry, &path, mode, context, file)?;
                 report.kept_files += 1;
                 fs.insert_cataloged(path, Arc::new(findings), mode, input.index);
                 return Ok(());
