@@ -15,7 +15,9 @@
 //! and only what was found is kept ([`Keep::Findings`]). Memory is then
 //! bounded by the sections read; disk by the largest such file, under
 //! [`Limits::max_file`]. Nothing else is written to disk, and nothing of the
-//! layer ever lands under its own name.
+//! layer ever lands under its own name. Where no temporary file can be made,
+//! executables are kept whole instead, under [`Limits::max_kept`], with a
+//! warning: the scan still runs.
 //!
 //! Hostile layers are refused with an error naming the layer and the entry:
 //! names with `..` components and hard links whose target leaves the root.
