@@ -1436,6 +1436,7 @@ fn main() -> anyhow::Result<()> {
     let mut phases: BTreeMap<&str, Samples> = BTreeMap::new();
     let mut per_cataloger: BTreeMap<&'static str, Duration> = BTreeMap::new();
     let (mut kept_files, mut kept_bytes, mut kept_exec, mut layer_entries) = (0usize, 0u64, 0usize, 0u64);
+    let mut cataloged_as_read = 0usize;
     let catalogers = catalog::all();
     let mut matched_findings = 0;
     let mut lookups = 0;
@@ -1445,7 +1446,7 @@ fn main() -> anyhow::Result<()> {
         let img = image::open_oci_layout(&image.layout, Some(IMAGE_REF), &PlatformChoice::default())?;
         phases.entry("1 open image").or_default().push(clock.elapsed());
         let clock = Instant::now();
-        let (fs, reports) = image::read_layers(&img, &|p, x| scanner.wants(p, x), scanner.limits())?;
+        let (fs, reports) = image::read_layers(&img, &scanner, scanner.limits())?;
         phases.entry("2 read layers").or_default().push(clock.elapsed());
         let digests: Vec<&str> = img.layers.iter().map(|l| l.digest.as_str()).collect();
         let clock = Instant::now();
@@ -1475,9 +1476,13 @@ fn main() -> anyhow::Result<()> {
                 }
             }
         }
-        kept_files = fs.files().count();
+        // Executables only the binary catalogers want were cataloged while
+        // the layers were read (phase 2): the view keeps their packages,
+        // not their bytes, and the loop above does not see them.
+        cataloged_as_read = fs.cataloged().count();
+        kept_files = fs.files().count() + cataloged_as_read;
         kept_bytes = fs.files().map(|f| f.data.len() as u64).sum();
-        kept_exec = fs.files().filter(|f| f.mode & 0o111 != 0).count();
+        kept_exec = fs.files().filter(|f| f.mode & 0o111 != 0).count() + cataloged_as_read;
         layer_entries = reports.iter().map(|r| r.entries).sum();
         let clock = Instant::now();
         gunzip_only(&image.blob)?;
@@ -1571,7 +1576,7 @@ fn main() -> anyhow::Result<()> {
     }
     let uncompressed = info["layer_uncompressed_bytes"].as_u64().unwrap_or(0);
     println!(
-        "\nlayer: {layer_entries} tar entries ({} read by the floor, {}); kept for catalogers: {kept_files} files ({kept_exec} executable), {}",
+        "\nlayer: {layer_entries} tar entries ({} read by the floor, {}); kept for catalogers: {kept_files} files ({kept_exec} executable, {cataloged_as_read} of them cataloged as read and kept as packages), {} of bytes",
         floor_counts.0,
         mib(floor_counts.1),
         mib(kept_bytes)

@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench -p patchpilot-scanner --bench versus_syft -- [--reps 5] [--cache DIR]
 //!     [--syft PATH] [--db DIR | --no-full-scan] [--rebuild-rootfs] [--json-out FILE]
+//!     [--scenario minbase|docker]...
 //! ```
 //!
 //! The root filesystem is the scan bench's cached Debian bookworm minbase
@@ -34,6 +35,19 @@
 //! writes its packages as JSON, as syft writes its SBOM. When the scan
 //! bench's advisory DB is cached (or `--db` names one), a full scan (catalog,
 //! match, assessment) is measured for reference.
+//!
+//! Two scenarios, each its own root filesystem (`--scenario NAME`, repeatable;
+//! both by default):
+//!
+//! - `minbase`: the root filesystem above;
+//! - `docker`: the same plus the files of Debian's `docker.io`, `containerd`
+//!   and `runc` packages (downloaded once with `apt-get download`, their
+//!   SHA-256 checked against apt's index, unpacked with `dpkg-deb -x`):
+//!   eleven large Go binaries built outside module mode, as in the sandbox
+//!   guest image's root, where every executable held whole made PatchPilot's
+//!   peak memory grow with their sum. It is cached in
+//!   `<cache>/versus-syft-docker/` and rebuilt when the base root or apt's
+//!   candidate versions change; at bench time nothing is downloaded.
 //!
 //! Benchmarks report; they never assert. Targets are printed next to the
 //! numbers for the reader.
@@ -83,6 +97,11 @@ const GO_MODULE: &str = "example.com/ppbench";
 /// vendored from.
 const GO_DEPENDENCY: (&str, &str) = ("github.com/google/uuid", "v1.3.0");
 const GO_DEPENDENCY_DEBIAN: &str = "golang-github-google-uuid-dev";
+/// Bumped whenever what goes into the Docker scenario's root changes.
+const DOCKER_RECIPE_VERSION: u32 = 1;
+/// Debian's packages of Docker's Go binaries, as the sandbox guest image
+/// installs them.
+const DOCKER_PACKAGES: &[&str] = &["docker.io", "containerd", "runc"];
 
 // ---------------------------------------------------------------- arguments
 
@@ -95,7 +114,11 @@ struct Args {
     full_scan: bool,
     rebuild_rootfs: bool,
     json_out: Option<PathBuf>,
+    scenarios: Vec<String>,
 }
+
+/// The scenarios, in the order they run.
+const SCENARIOS: &[&str] = &["minbase", "docker"];
 
 impl Args {
     fn parse(argv: &[String]) -> anyhow::Result<Args> {
@@ -107,6 +130,7 @@ impl Args {
             full_scan: true,
             rebuild_rootfs: false,
             json_out: None,
+            scenarios: Vec::new(),
         };
         let mut it = argv.iter();
         while let Some(flag) = it.next() {
@@ -121,10 +145,20 @@ impl Args {
                 "--no-full-scan" => args.full_scan = false,
                 "--rebuild-rootfs" => args.rebuild_rootfs = true,
                 "--json-out" => args.json_out = Some(PathBuf::from(value("--json-out")?)),
+                "--scenario" => {
+                    let name = value("--scenario")?;
+                    if !SCENARIOS.contains(&name.as_str()) {
+                        bail!("unknown scenario `{name}`: one of {}", SCENARIOS.join(", "));
+                    }
+                    args.scenarios.push(name);
+                }
                 other => bail!("unknown argument `{other}` (see the header of benches/versus_syft.rs)"),
             }
         }
         args.reps = args.reps.max(1);
+        if args.scenarios.is_empty() {
+            args.scenarios = SCENARIOS.iter().map(|s| (*s).to_owned()).collect();
+        }
         Ok(args)
     }
 }
@@ -206,6 +240,113 @@ fn ensure_rootfs(cache: &Path, rebuild: bool) -> anyhow::Result<Rootfs> {
             fs::remove_dir_all(&path)?;
         }
     }
+    if dir.exists() {
+        fs::remove_dir_all(&dir)?;
+    }
+    fs::rename(&work, &dir)?;
+    Ok(Rootfs { path: dir.join("rootfs"), info })
+}
+
+/// One Debian package as apt's index names it.
+#[derive(Debug, Clone)]
+struct DebianPackage {
+    name: String,
+    version: String,
+    sha256: String,
+}
+
+/// apt's candidate of each package (`apt-cache show --no-all-versions`).
+fn apt_candidates(names: &[&str]) -> anyhow::Result<Vec<DebianPackage>> {
+    names
+        .iter()
+        .map(|name| {
+            let shown = run(Command::new("apt-cache").args(["show", "--no-all-versions", name]))
+                .with_context(|| format!("apt knows no `{name}` (apt-get update first)"))?;
+            let field = |key: &str| {
+                shown
+                    .lines()
+                    .find_map(|l| l.strip_prefix(key)?.strip_prefix(':').map(|v| v.trim().to_owned()))
+                    .with_context(|| format!("apt-cache show {name}: no {key}"))
+            };
+            Ok(DebianPackage {
+                name: (*name).to_owned(),
+                version: field("Version")?,
+                sha256: field("SHA256")?,
+            })
+        })
+        .collect()
+}
+
+/// The `minbase` root plus the files of Debian's Docker packages (see the
+/// module documentation). Unpacked, not installed: dpkg's status is the
+/// base root's, so the OS package sets of both scenarios are the same.
+fn ensure_docker_rootfs(cache: &Path, base: &Rootfs, rebuild: bool) -> anyhow::Result<Rootfs> {
+    let packages = apt_candidates(DOCKER_PACKAGES)?;
+    let pins: Vec<String> =
+        packages.iter().map(|p| format!("{}={}:{}", p.name, p.version, p.sha256)).collect();
+    let key = format!(
+        "docker-recipe-v{DOCKER_RECIPE_VERSION}/base-{}/{}",
+        base.info["key"].as_str().unwrap_or_default(),
+        pins.join(",")
+    );
+    let dir = cache.join("versus-syft-docker");
+    if !rebuild
+        && let Ok(bytes) = fs::read(dir.join("info.json"))
+        && let Ok(info) = serde_json::from_slice::<Value>(&bytes)
+        && info["key"] == json!(key)
+        && dir.join("rootfs").is_dir()
+    {
+        return Ok(Rootfs { path: dir.join("rootfs"), info });
+    }
+    if !is_root() {
+        bail!("copying the base root keeps its owners and device nodes only as root; run as root once");
+    }
+    let work = dir.with_extension("building");
+    if work.exists() {
+        fs::remove_dir_all(&work)?;
+    }
+    let debs = work.join("debs");
+    fs::create_dir_all(&debs)?;
+    let rootfs = work.join("rootfs");
+    println!("building the Docker scenario's root filesystem in {}", work.display());
+    run(Command::new("cp").arg("-a").arg(&base.path).arg(&rootfs)).context("cannot copy the base root")?;
+    let mut unpacked = Vec::new();
+    for package in &packages {
+        let spec = format!("{}={}", package.name, package.version);
+        println!("  apt-get download {spec}");
+        run(Command::new("apt-get").args(["download", &spec]).current_dir(&debs))?;
+        let deb = fs::read_dir(&debs)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{}_", package.name)))
+            })
+            .with_context(|| format!("apt-get download left no {} .deb", package.name))?;
+        let digest = common::sha256_hex(&fs::read(&deb)?);
+        if digest != package.sha256 {
+            bail!("{}: SHA-256 {digest}, apt's index says {}", deb.display(), package.sha256);
+        }
+        run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&rootfs))?;
+        unpacked.push(json!({"package": package.name, "version": package.version, "sha256": package.sha256}));
+    }
+    fs::remove_dir_all(&debs)?;
+    let files = run(Command::new("find").arg(&rootfs).args(["-type", "f"])).map(|s| s.lines().count())?;
+    let bytes = run(Command::new("du").args(["-sb"]).arg(&rootfs))?
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    let info = json!({
+        "key": key,
+        "base": base.info,
+        "image": base.info["image"],
+        "debian_packages": unpacked,
+        "regular_files": files,
+        "bytes": bytes,
+        "built_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    });
+    fs::write(work.join("info.json"), serde_json::to_vec_pretty(&info)?)?;
     if dir.exists() {
         fs::remove_dir_all(&dir)?;
     }
@@ -558,7 +699,7 @@ fn child_sections(rootfs: &Path) -> anyhow::Result<()> {
     let hwm = || proc_status_kib("VmHWM").unwrap_or(0);
     let start = rss();
     let scanner = Scanner::default();
-    let (_image, fs, read) = image::read_rootfs(rootfs, &|p, x| scanner.wants(p, x), scanner.limits())?;
+    let (_image, fs, read) = image::read_rootfs(rootfs, &scanner, scanner.limits())?;
     let (after_read, hwm_read) = (rss(), hwm());
     let catalog = scanner.catalog_fs(&fs, &[]);
     let (after_catalog, hwm_catalog) = (rss(), hwm());
@@ -656,11 +797,15 @@ fn syft_packages(sbom: &Value) -> Vec<Found> {
                 .and_then(|l| l.first())
                 .and_then(|l| l["path"].as_str())
                 .unwrap_or_default();
+            // syft marks a Go binary's main module by naming it in its
+            // metadata.
+            let main_module = a["type"] == "go-module" && a["metadata"]["mainModule"] == a["name"];
+            let by = a["foundBy"].as_str().unwrap_or_default();
             found(
                 a["type"].as_str().unwrap_or_default(),
                 a["name"].as_str().unwrap_or_default(),
                 a["version"].as_str().unwrap_or_default(),
-                a["foundBy"].as_str().unwrap_or_default(),
+                &if main_module { format!("{by}, main module") } else { by.to_owned() },
                 path,
             )
         })
@@ -693,7 +838,11 @@ fn why_only_syft(f: &Found, others: &BTreeMap<(String, String), Vec<String>>, ro
         return "syft's binary classifier, from the file's contents (no package database names it)".into();
     }
     if f.key.ecosystem == "go" && f.raw_version == "(devel)" {
-        return "Go main module built from a working tree: PatchPilot skips `(devel)`, no advisory can match it"
+        return "Go main module at `(devel)`, built from a working tree or outside module mode with no version stamped or commit recorded: PatchPilot skips it, no advisory can match it"
+            .into();
+    }
+    if f.key.ecosystem == "go" && f.by.ends_with("main module") {
+        return "Go main module whose build recorded no version (no `mod` version, `-X` stamp or commit): syft takes the first semver-like string in the binary's bytes, PatchPilot does not guess"
             .into();
     }
     if let Some(project) = f.path.strip_suffix("/package-lock.json") {
@@ -834,53 +983,50 @@ impl Side {
     }
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    match argv.first().map(String::as_str) {
-        Some("--child-catalog") if argv.len() >= 3 => {
-            return child_catalog(Path::new(&argv[1]), Path::new(&argv[2]));
-        }
-        Some("--child-full") if argv.len() >= 3 => {
-            return child_full(Path::new(&argv[1]), Path::new(&argv[2]));
-        }
-        Some("--child-sections") if argv.len() >= 2 => return child_sections(Path::new(&argv[1])),
-        _ => {}
-    }
-    let args = Args::parse(&argv)?;
-    if cfg!(debug_assertions) {
-        println!("WARNING: debug build; run through `cargo bench` for release numbers");
-    }
-    if !Path::new(TIME).exists() {
-        println!("GNU time is missing: apt-get install -y time");
-        run(Command::new("apt-get").args(["install", "-y", "time"]))?;
-    }
-    let cache = cache_dir(args.cache.as_deref())?;
-    fs::create_dir_all(&cache)?;
-    println!("# PatchPilot against syft\n\ncache: {}", cache.display());
-    let rootfs = ensure_rootfs(&cache, args.rebuild_rootfs)?;
+/// Prints what a scenario's root filesystem holds.
+fn describe(name: &str, rootfs: &Rootfs) {
     let info = &rootfs.info;
     println!(
-        "rootfs: {} ({} regular files, {})\n  base: {} ({} dpkg packages)\n  Go: {}\n  Python: {}\n  npm: {}",
+        "rootfs: {} ({} regular files, {})\n  base: {} ({} dpkg packages)",
         rootfs.path.display(),
         info["regular_files"],
         mib(info["bytes"].as_u64().unwrap_or(0)),
         info["image"]["made_by"].as_str().unwrap_or_default(),
         info["image"]["packages"],
-        info["go"]["note"].as_str().unwrap_or_default(),
-        info["python"]["note"].as_str().unwrap_or_default(),
-        info["npm"]["note"].as_str().unwrap_or_default(),
     );
-    let syft = ensure_syft(&cache, args.syft.as_deref())?;
-    println!("syft {}: {}\n  {}", syft.version, syft.how, syft.binary.display());
+    let base = if name == "docker" { &info["base"] } else { info };
+    println!(
+        "  Go: {}\n  Python: {}\n  npm: {}",
+        base["go"]["note"].as_str().unwrap_or_default(),
+        base["python"]["note"].as_str().unwrap_or_default(),
+        base["npm"]["note"].as_str().unwrap_or_default(),
+    );
+    if let Some(debs) = info["debian_packages"].as_array() {
+        let listed: Vec<String> = debs
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {}",
+                    d["package"].as_str().unwrap_or_default(),
+                    d["version"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        println!("  unpacked with dpkg-deb -x (files only, not in dpkg's status): {}", listed.join(", "));
+    }
+}
 
-    let db_dir = match (&args.db, args.full_scan) {
-        (_, false) => None,
-        (Some(dir), true) => Some(dir.clone()),
-        // The scan bench's DB, when it was built.
-        (None, true) => Some(cache.join("db")).filter(|d| d.join(DB_FILE_NAME).exists()),
-    };
-
-    let scratch = cache.join("versus-syft-run");
+/// One scenario: warm-up, alternating repetitions, the report, and its
+/// JSON.
+fn compare(
+    name: &str,
+    rootfs: &Rootfs,
+    syft: &Syft,
+    cache: &Path,
+    db_dir: Option<&Path>,
+    reps: usize,
+) -> anyhow::Result<Value> {
+    let scratch = cache.join("versus-syft-run").join(name);
     fs::create_dir_all(&scratch)?;
     let pp_out = scratch.join("patchpilot-packages.json");
     let syft_outs: BTreeMap<&str, PathBuf> = [SyftConfig::Defaults, SyftConfig::NoFileMetadata]
@@ -891,9 +1037,9 @@ fn main() -> anyhow::Result<()> {
         self_command(&["--child-catalog".as_ref(), rootfs.path.as_os_str(), pp_out.as_os_str()])?;
     let syft_commands: Vec<(SyftConfig, Command)> = [SyftConfig::Defaults, SyftConfig::NoFileMetadata]
         .into_iter()
-        .map(|c| (c, syft_command(&syft, c, &rootfs.path, &syft_outs[c.key()], &cache)))
+        .map(|c| (c, syft_command(syft, c, &rootfs.path, &syft_outs[c.key()], cache)))
         .collect();
-    let full_command = match &db_dir {
+    let full_command = match db_dir {
         Some(db) => Some(self_command(&["--child-full".as_ref(), rootfs.path.as_os_str(), db.as_os_str()])?),
         None => None,
     };
@@ -912,7 +1058,7 @@ fn main() -> anyhow::Result<()> {
     let mut patchpilot = Side::default();
     let mut syft_sides: BTreeMap<&str, Side> = BTreeMap::new();
     let mut full = Side::default();
-    for rep in 0..args.reps {
+    for rep in 0..reps {
         let m = measure(&pp_command, &scratch)?;
         print!("rep {}: PatchPilot {} {}", rep + 1, ms(m.wall), mib(m.maxrss_kib * 1024));
         patchpilot.record(m);
@@ -943,7 +1089,7 @@ fn main() -> anyhow::Result<()> {
 
     println!(
         "\n## Results ({} repetitions each, alternating; page cache warm for both; wall = spawn to exit; peak RSS = ru_maxrss from wait4)\n",
-        args.reps
+        reps
     );
     println!("| run | wall median | wall min | peak RSS median | peak RSS max |");
     println!("|---|---|---|---|---|");
@@ -980,7 +1126,7 @@ fn main() -> anyhow::Result<()> {
     );
     if let Some(child) = &patchpilot.last_child {
         println!(
-            "\nPatchPilot's child: catalog {} in process, {} packages; kept {} files ({}) of {} entries; its own VmHWM {}",
+            "\nPatchPilot's child: catalog {} in process, {} packages; kept {} files ({} read: executables are cataloged as read and only their packages kept) of {} entries; its own VmHWM {}",
             ms(Duration::from_micros(child["catalog_us"].as_u64().unwrap_or(0))),
             child["packages"],
             child["kept_files"],
@@ -995,7 +1141,7 @@ fn main() -> anyhow::Result<()> {
             child["packages"],
             child["findings"],
             ms(Duration::from_micros(child["scan_us"].as_u64().unwrap_or(0))),
-            db_dir.as_deref().map(Path::display).map(|d| d.to_string()).unwrap_or_default()
+            db_dir.map(Path::display).map(|d| d.to_string()).unwrap_or_default()
         );
     } else {
         println!("full scan: skipped (no advisory DB; run the scan bench once, or pass --db DIR)");
@@ -1003,7 +1149,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(s) = &sections.child {
         let kib = |k: &str| mib(s[k].as_u64().unwrap_or(0) * 1024);
         println!(
-            "\nPatchPilot memory by section (VmRSS in one child): start {}; after reading the rootfs ({} files kept, {}) {} (peak {}); after the catalogers {} (peak {}); after dropping the kept files {}",
+            "\nPatchPilot memory by section (VmRSS in one child): start {}; after reading the rootfs ({} files kept, {} read) {} (peak {}); after the catalogers {} (peak {}); after dropping the kept files {}",
             kib("start_kib"),
             s["kept_files"],
             mib(s["kept_bytes"].as_u64().unwrap_or(0)),
@@ -1103,16 +1249,10 @@ fn main() -> anyhow::Result<()> {
             }),
         );
     }
-    println!(
-        "\nTargets: wall ≤ {WALL_TARGET}× syft's, peak RSS ≤ {RSS_TARGET}× syft's (issue 18); this bench reports, it does not assert."
-    );
-
-    if let Some(path) = &args.json_out {
-        let out = json!({
-            "reps": args.reps,
+    Ok(json!({
+            "reps": reps,
             "rootfs": { "path": rootfs.path, "info": rootfs.info },
-            "syft": { "version": syft.version, "how": syft.how, "binary": syft.binary, "runs": syft_meta },
-            "method": "children alternate PatchPilot, syft defaults, syft file.metadata.selection=none, PatchPilot full scan; one unmeasured warm-up of each first (page cache warm for all); wall = spawn to exit measured by the bench; peak RSS = ru_maxrss from wait4 via GNU time -f %M",
+            "syft_runs": syft_meta,
             "patchpilot_catalog": patchpilot.json(),
             "syft_defaults": syft_default.json(),
             "syft_no_file_metadata": syft_bare.json(),
@@ -1125,6 +1265,64 @@ fn main() -> anyhow::Result<()> {
                 "wall_target": WALL_TARGET, "maxrss_target": RSS_TARGET,
             },
             "agreement": agreements,
+    }))
+}
+
+fn main() -> anyhow::Result<()> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    match argv.first().map(String::as_str) {
+        Some("--child-catalog") if argv.len() >= 3 => {
+            return child_catalog(Path::new(&argv[1]), Path::new(&argv[2]));
+        }
+        Some("--child-full") if argv.len() >= 3 => {
+            return child_full(Path::new(&argv[1]), Path::new(&argv[2]));
+        }
+        Some("--child-sections") if argv.len() >= 2 => return child_sections(Path::new(&argv[1])),
+        _ => {}
+    }
+    let args = Args::parse(&argv)?;
+    if cfg!(debug_assertions) {
+        println!("WARNING: debug build; run through `cargo bench` for release numbers");
+    }
+    if !Path::new(TIME).exists() {
+        println!("GNU time is missing: apt-get install -y time");
+        run(Command::new("apt-get").args(["install", "-y", "time"]))?;
+    }
+    let cache = cache_dir(args.cache.as_deref())?;
+    fs::create_dir_all(&cache)?;
+    println!("# PatchPilot against syft\n\ncache: {}", cache.display());
+    let syft = ensure_syft(&cache, args.syft.as_deref())?;
+    println!("syft {}: {}\n  {}", syft.version, syft.how, syft.binary.display());
+
+    let db_dir = match (&args.db, args.full_scan) {
+        (_, false) => None,
+        (Some(dir), true) => Some(dir.clone()),
+        // The scan bench's DB, when it was built.
+        (None, true) => Some(cache.join("db")).filter(|d| d.join(DB_FILE_NAME).exists()),
+    };
+
+    let base = ensure_rootfs(&cache, args.rebuild_rootfs)?;
+    let mut results = serde_json::Map::new();
+    for name in &args.scenarios {
+        let rootfs = match name.as_str() {
+            "docker" => ensure_docker_rootfs(&cache, &base, args.rebuild_rootfs)?,
+            _ => Rootfs { path: base.path.clone(), info: base.info.clone() },
+        };
+        println!("\n# Scenario `{name}`\n");
+        describe(name, &rootfs);
+        let result = compare(name, &rootfs, &syft, &cache, db_dir.as_deref(), args.reps)?;
+        results.insert(name.clone(), result);
+    }
+    println!(
+        "\nTargets: wall ≤ {WALL_TARGET}× syft's, peak RSS ≤ {RSS_TARGET}× syft's (issue 18); this bench reports, it does not assert."
+    );
+
+    if let Some(path) = &args.json_out {
+        let out = json!({
+            "reps": args.reps,
+            "syft": { "version": syft.version, "how": syft.how, "binary": syft.binary },
+            "method": "children alternate PatchPilot, syft defaults, syft file.metadata.selection=none, PatchPilot full scan; one unmeasured warm-up of each first (page cache warm for all); wall = spawn to exit measured by the bench; peak RSS = ru_maxrss from wait4 via GNU time -f %M",
+            "scenarios": results,
         });
         // cargo runs benches from the package's directory: a relative path
         // is relative to `scanner/`.

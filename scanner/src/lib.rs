@@ -6,8 +6,9 @@
 //! It owns reading images (registries, `docker save` archives, OCI layouts,
 //! root filesystems), cataloging installed packages, the local OSV advisory
 //! database, version comparison per ecosystem, matching, and report formats.
-//! It must never write outside its scratch folder (registry blobs only),
-//! never follow a path out of an image's root, never execute anything from
+//! It must never write outside its scratch folder (registry blobs only;
+//! besides one unnamed temporary file a layer's executables are cataloged
+//! from, see [`image::layer`]), never follow a path out of an image's root, never execute anything from
 //! an image, and never trust image contents: every byte it reads is
 //! untrusted input, bounded by [`image::Limits`]. Talking to registries and
 //! the OCI documents themselves are `patchpilot-registry`'s; the scanner

@@ -1,9 +1,12 @@
 //! The scan pipeline: an image's layers → the merged view → packages.
 //!
 //! Each layer is streamed once; the view keeps only files a cataloger (or
-//! OS detection) wants. Catalogers then run over the surviving files. A
-//! cataloger that cannot read a file does not fail the scan: the file is
-//! reported as a warning and the rest of the image is still cataloged.
+//! OS detection) wants. Executables wanted only by catalogers that read
+//! ranges are cataloged as they are found and only the packages are kept
+//! (see [`crate::catalog`]); the other catalogers then run over the
+//! surviving files. A cataloger that cannot read a file does not fail the
+//! scan: the file is reported as a warning and the rest of the image is
+//! still cataloged.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -12,7 +15,7 @@ use patchpilot_model::Assessment;
 
 use crate::catalog::{self, Cataloger, os_release};
 use crate::db::AdvisoryDb;
-use crate::image::{self, Image, ImageFs, LayerReport, Limits};
+use crate::image::{self, Findings, Image, ImageFs, Keep, LayerReport, Limits, Selector};
 use crate::package::Package;
 
 /// One scan, start to finish, on the calling (blocking) thread: catalogs
@@ -82,12 +85,7 @@ impl Scanner {
         image: &Image,
         progress: &dyn crate::progress::Progress,
     ) -> Result<Catalog, image::source::Error> {
-        let (fs, layers) = image::source::read_layers_with_progress(
-            image,
-            &|p, x| self.wants(p, x),
-            &self.limits,
-            progress,
-        )?;
+        let (fs, layers) = image::source::read_layers_with_progress(image, self, &self.limits, progress)?;
         let digests: Vec<&str> = image.layers.iter().map(|l| l.digest.as_str()).collect();
         let mut catalog = self.catalog_fs(&fs, &digests);
         catalog.warnings.extend(layers.iter().flat_map(|l| l.warnings.iter().cloned()));
@@ -97,7 +95,7 @@ impl Scanner {
 
     /// Reads a root filesystem directory and catalogs it.
     pub fn catalog_rootfs(&self, root: &Path) -> Result<(Image, Catalog), image::source::Error> {
-        let (image, fs, report) = image::read_rootfs(root, &|p, x| self.wants(p, x), &self.limits)?;
+        let (image, fs, report) = image::read_rootfs(root, self, &self.limits)?;
         let mut catalog = self.catalog_fs(&fs, &[]);
         catalog.warnings.extend(report.warnings.iter().cloned());
         catalog.layers = vec![report];
@@ -110,6 +108,15 @@ impl Scanner {
         let os_ecosystem = os.as_ref().and_then(|o| o.ecosystem());
         let mut warnings = Vec::new();
         let mut found = BTreeSet::new();
+        let mut add = |mut p: Package, layer: usize| {
+            p.layer = layer_digests.get(layer).map(|d| (*d).to_owned());
+            if p.kind.is_os() {
+                p.ecosystem = os_ecosystem.clone().unwrap_or_default();
+            } else if p.ecosystem.is_empty() {
+                p.ecosystem = p.kind.language_ecosystem().unwrap_or_default().to_owned();
+            }
+            found.insert(p);
+        };
         for file in fs.files() {
             let executable = file.mode & 0o111 != 0;
             for cataloger in &self.catalogers {
@@ -117,20 +124,14 @@ impl Scanner {
                     continue;
                 }
                 match cataloger.parse(file.path, file.data) {
-                    Ok(packages) => {
-                        for mut p in packages {
-                            p.layer = layer_digests.get(file.layer).map(|d| (*d).to_owned());
-                            if p.kind.is_os() {
-                                p.ecosystem = os_ecosystem.clone().unwrap_or_default();
-                            } else if p.ecosystem.is_empty() {
-                                p.ecosystem = p.kind.language_ecosystem().unwrap_or_default().to_owned();
-                            }
-                            found.insert(p);
-                        }
-                    }
+                    Ok(packages) => packages.into_iter().for_each(|p| add(p, file.layer)),
                     Err(e) => warnings.push(e.to_string()),
                 }
             }
+        }
+        for file in fs.cataloged() {
+            file.findings.packages.iter().for_each(|p| add(p.clone(), file.layer));
+            warnings.extend(file.findings.errors.iter().map(ToString::to_string));
         }
         if os.is_none() && found.iter().any(|p| p.kind.is_os()) {
             warnings.push(
@@ -138,5 +139,35 @@ impl Scanner {
             );
         }
         Catalog { os, packages: found.into_iter().collect(), warnings, layers: Vec::new() }
+    }
+}
+
+/// Files only range-reading catalogers want (executables) are cataloged as
+/// the image is read; any file a whole-file cataloger or OS detection wants
+/// keeps its bytes, and then every cataloger wanting it reads those.
+impl Selector for Scanner {
+    fn keep(&self, path: &str, executable: bool) -> Keep {
+        let mut wanted = self.catalogers.iter().filter(|c| c.wants(path, executable)).peekable();
+        if os_release::FILES.contains(&path) || wanted.clone().any(|c| !c.reads_ranges()) {
+            Keep::Bytes
+        } else if wanted.peek().is_some() {
+            Keep::Findings
+        } else {
+            Keep::Nothing
+        }
+    }
+
+    fn catalog(&self, path: &str, executable: bool, file: &std::fs::File) -> Findings {
+        // One reader for all: the ELF headers both binary catalogers parse
+        // are read once.
+        let reader = catalog::FileReader::new(file);
+        let mut findings = Findings::default();
+        for cataloger in self.catalogers.iter().filter(|c| c.reads_ranges() && c.wants(path, executable)) {
+            match cataloger.parse_file(path, &reader) {
+                Ok(packages) => findings.packages.extend(packages),
+                Err(e) => findings.errors.push(e),
+            }
+        }
+        findings
     }
 }

@@ -15,14 +15,19 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::rc::Rc;
 
-use patchpilot_scanner::catalog::Cataloger;
 use patchpilot_scanner::catalog::cargo_auditable::CargoAuditableCataloger;
-use patchpilot_scanner::catalog::gobinary::{GoBinaryCataloger, read_build_info};
+use patchpilot_scanner::catalog::gobinary::{GoBinaryCataloger, read_build_info, read_build_info_from};
 use patchpilot_scanner::catalog::rpm::{self, RpmCataloger, parse_header};
+use patchpilot_scanner::catalog::{Cataloger, FileReader};
+use patchpilot_scanner::image::fs::ImageFs;
+use patchpilot_scanner::image::layer::{Budget, LayerInput, Limits, apply_layer};
 use patchpilot_scanner::package::{Package, PackageKind};
+use patchpilot_scanner::scan::Scanner;
 
 /// The program `name` on `PATH`, if there is one.
 fn on_path(name: &str) -> Option<PathBuf> {
@@ -52,6 +57,58 @@ fn write(path: &Path, contents: impl AsRef<[u8]>) {
 
 fn names_and_versions(packages: &[Package]) -> Vec<(String, String)> {
     packages.iter().map(|p| (p.name.clone(), p.version.clone())).collect()
+}
+
+/// A file that counts the bytes read from it, to show a cataloger reads
+/// only parts of a binary.
+struct CountingFile {
+    file: std::fs::File,
+    read: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl std::io::Read for CountingFile {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for CountingFile {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.file.seek(pos)
+    }
+}
+
+/// `binary`'s packages through `cataloger.parse_file`, which must equal
+/// what `parse` finds in its bytes.
+fn parse_file(cataloger: &dyn Cataloger, path: &str, binary: &Path) -> Vec<Package> {
+    let file = std::fs::File::open(binary).expect("binary");
+    let from_file = cataloger.parse_file(path, &FileReader::new(&file)).expect("readable");
+    let in_memory = cataloger.parse(path, &std::fs::read(binary).expect("binary")).expect("readable");
+    assert_eq!(from_file, in_memory, "{}", binary.display());
+    from_file
+}
+
+/// One uncompressed tar layer of `(path, mode, contents)` regular files and
+/// `(path, target)` hard links.
+fn tar_layer(files: &[(&str, u32, &[u8])], links: &[(&str, &str)]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, mode, contents) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(contents.len() as u64);
+        header.set_mode(*mode);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder.append_data(&mut header, path, *contents).expect("tar entry");
+    }
+    for (path, target) in links {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(0);
+        header.set_mode(0o755);
+        header.set_entry_type(tar::EntryType::Link);
+        builder.append_link(&mut header, path, target).expect("tar link");
+    }
+    builder.into_inner().expect("tar")
 }
 
 // ---------------------------------------------------------------- Go ----
@@ -207,6 +264,18 @@ fn go_binaries_built_by_the_toolchain_match_go_version_m() {
         let data = std::fs::read(binary).expect("binary");
         let packages = GoBinaryCataloger.parse("usr/local/bin/app", &data).expect("readable build info");
         assert_eq!(names_and_versions(&packages), expected, "go version -m says:\n{listing}");
+        assert_eq!(parse_file(&GoBinaryCataloger, "usr/local/bin/app", binary), packages);
+
+        // Read through a file, only the headers and the blob are read: a
+        // few kilobytes of a binary of megabytes.
+        let read = std::rc::Rc::default();
+        let file =
+            CountingFile { file: std::fs::File::open(binary).expect("binary"), read: Rc::clone(&read) };
+        let info =
+            read_build_info_from(&object::ReadCache::new(file)).expect("readable").expect("a Go binary");
+        assert_eq!(info.go_version, toolchain);
+        assert!(data.len() > 1 << 20, "{} bytes", data.len());
+        assert!(read.get() < 64 << 10, "read {} of {} bytes", read.get(), data.len());
         for package in &packages {
             assert_eq!(package.kind, PackageKind::GoModule);
             assert_eq!(package.ecosystem, "Go");
@@ -235,6 +304,50 @@ fn go_binaries_built_by_the_toolchain_match_go_version_m() {
             let _ = GoBinaryCataloger.parse("usr/local/bin/app", &data[..cut.min(data.len())]);
         }
     }
+    pipeline_catalogs_binaries_as_it_reads_them(&app_binary);
+}
+
+/// The scan pipeline catalogs executables as it finds them and keeps only
+/// the packages: in a layer (from the spool file, a hard link getting its
+/// own path) and in a root filesystem (in place).
+fn pipeline_catalogs_binaries_as_it_reads_them(binary: &Path) {
+    let data = std::fs::read(binary).expect("binary");
+    let expected = GoBinaryCataloger.parse("usr/bin/app", &data).expect("readable");
+    assert!(!expected.is_empty());
+    let scanner = Scanner::default();
+
+    let layer = tar_layer(
+        &[("usr/bin/app", 0o755, &data), ("usr/share/app/data.bin", 0o644, &data)],
+        &[("usr/bin/app-link", "usr/bin/app")],
+    );
+    let mut fs = ImageFs::new();
+    let mut budget = Budget::default();
+    let input = LayerInput { index: 0, name: "layer", verify_digest: false };
+    let report = apply_layer(&mut fs, &layer[..], &input, &scanner, &Limits::default(), &mut budget)
+        .expect("layer reads");
+    assert_eq!(report.kept_files, 2, "{report:?}");
+    assert_eq!(budget.kept, 0, "no executable bytes are kept in memory");
+    assert_eq!(fs.files().count(), 0, "nothing is kept with its bytes");
+    let cataloged: Vec<(&str, Vec<Package>)> =
+        fs.cataloged().map(|f| (f.path, f.findings.packages.clone())).collect();
+    let at = |path: &str| -> Vec<Package> {
+        expected.iter().map(|p| Package { path: path.to_owned(), ..p.clone() }).collect()
+    };
+    assert_eq!(cataloged, [("usr/bin/app", at("usr/bin/app")), ("usr/bin/app-link", at("usr/bin/app-link"))]);
+
+    let root = tempfile::tempdir().expect("tempdir");
+    write(&root.path().join("usr/bin/app"), &data);
+    std::fs::set_permissions(root.path().join("usr/bin/app"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let (image, catalog) = scanner.catalog_rootfs(root.path()).expect("rootfs");
+    let found: Vec<Package> = catalog.packages.iter().map(|p| Package { layer: None, ..p.clone() }).collect();
+    let mut want = at("usr/bin/app");
+    want.sort();
+    assert_eq!(found, want);
+    // The digest covers the binary's contents, read in place.
+    write(&root.path().join("usr/bin/app"), [&data[..], b"x"].concat());
+    let (changed, _) = scanner.catalog_rootfs(root.path()).expect("rootfs");
+    assert_ne!(changed.digest, image.digest);
 }
 
 /// Every byte as a C `\x` escape, each its own string literal so no escape
@@ -358,6 +471,10 @@ fn dep_v0_section_added_to_a_gcc_binary_is_read() {
         let json = fixture(fixture_name);
         let data = with_section(fixture_name, &zlib(&json));
         let packages = CargoAuditableCataloger.parse("usr/bin/tool", &data).expect("readable audit data");
+        assert_eq!(
+            parse_file(&CargoAuditableCataloger, "usr/bin/tool", &dir.path().join(fixture_name)),
+            packages
+        );
         let expected = expected_from_audit_json(&json);
         assert!(expected.contains(&(must_contain.0.to_owned(), must_contain.1.to_owned())), "{fixture_name}");
         assert_eq!(names_and_versions(&packages), expected, "{fixture_name}");
@@ -439,6 +556,7 @@ fn binary_built_by_cargo_auditable_is_read() {
     let data = std::fs::read(&binary).expect("binary");
     let packages = CargoAuditableCataloger.parse("usr/local/bin/app", &data).expect("readable audit data");
     assert_eq!(names_and_versions(&packages), expected_from_audit_json(&json));
+    assert_eq!(parse_file(&CargoAuditableCataloger, "usr/local/bin/app", &binary), packages);
     assert_eq!(names_and_versions(&packages), [("app".to_owned(), "0.1.0".to_owned())], "{listed}");
 }
 
@@ -849,4 +967,38 @@ fn rootfs_scans_find_berkeleydb_and_ndb_databases() {
         rpms.iter().all(|p| p.path == "usr/lib/sysimage/rpm/Packages.db" && p.ecosystem.starts_with("SUSE")),
         "{rpms:?}"
     );
+}
+
+/// Where the spool-fallback child looks for temporary files: nowhere.
+const UNUSABLE_TMPDIR: &str = "/nonexistent/patchpilot-test-tmp";
+
+/// Run by `executables_are_kept_whole_when_no_temporary_file_can_be_made`,
+/// in a child whose `TMPDIR` is [`UNUSABLE_TMPDIR`] (tests cannot change
+/// their own environment without `unsafe`).
+#[test]
+#[ignore = "run by executables_are_kept_whole_when_no_temporary_file_can_be_made, with TMPDIR unusable"]
+fn spool_fallback_child() {
+    assert_eq!(std::env::var("TMPDIR").as_deref(), Ok(UNUSABLE_TMPDIR), "run through its parent test");
+    assert!(tempfile::tempfile().is_err(), "no temporary file can be made here");
+    let layer = tar_layer(&[("usr/bin/tool", 0o755, b"\x7fELF, or so it claims")], &[]);
+    let mut fs = ImageFs::new();
+    let mut budget = Budget::default();
+    let input = LayerInput { index: 0, name: "layer", verify_digest: false };
+    let report =
+        apply_layer(&mut fs, &layer[..], &input, &Scanner::default(), &Limits::default(), &mut budget)
+            .expect("the layer still reads");
+    let kept: Vec<&str> = fs.files().map(|f| f.path).collect();
+    assert_eq!(kept, ["usr/bin/tool"], "kept whole, to be cataloged from memory");
+    assert_eq!(fs.cataloged().count(), 0);
+    assert_eq!(budget.kept, 21);
+    assert!(report.warnings.iter().any(|w| w.contains("held in memory instead")), "{:?}", report.warnings);
+}
+
+#[test]
+fn executables_are_kept_whole_when_no_temporary_file_can_be_made() {
+    let output = run(Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "spool_fallback_child", "--ignored", "--test-threads=1"])
+        .env("TMPDIR", UNUSABLE_TMPDIR));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("1 passed"), "{stdout}");
 }

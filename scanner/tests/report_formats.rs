@@ -25,6 +25,7 @@ use patchpilot_scanner::cvss;
 use patchpilot_scanner::db::AdvisoryDb;
 use patchpilot_scanner::image;
 use patchpilot_scanner::matching;
+use patchpilot_scanner::package::Package;
 use patchpilot_scanner::report;
 use patchpilot_scanner::scan::{Catalog, Scanner};
 use serde_json::{Value, json};
@@ -464,6 +465,62 @@ fn cyclonedx_of_a_scan_is_valid_and_describes_image_packages_and_vulnerabilities
     assert!(
         musl["references"].as_array().is_some_and(|r| r.iter().any(|x| x["id"] == "ALPINE-CVE-2025-26519"))
     );
+}
+
+#[test]
+fn one_package_at_two_paths_is_two_components_and_findings_affect_their_own() {
+    let scanned = scan(true);
+    let finding = scanned.assessment.findings.first().expect("a finding");
+    let original = scanned
+        .catalog
+        .packages
+        .iter()
+        .find(|p| p.name == finding.package.name && p.path == finding.package.path)
+        .expect("the finding's package");
+    // The same package in a second place, as Go's stdlib is in every binary.
+    let mut packages = scanned.catalog.packages.clone();
+    packages.push(Package { path: "opt/copy/installed".into(), ..original.clone() });
+    let sbom = report::Sbom { assessment: &scanned.assessment, image: &scanned.image, packages: &packages };
+    let bom = report::cyclonedx(&sbom, &BTreeMap::new(), SERIAL);
+    assert_valid(&cyclonedx_validator(), &bom, "the BOM");
+    let components = bom["components"].as_array().expect("components");
+    let copies: Vec<(&str, &str)> = components
+        .iter()
+        .filter(|c| c["purl"] == finding.package.purl.as_str())
+        .map(|c| {
+            (c["bom-ref"].as_str().expect("bom-ref"), c["properties"][0]["value"].as_str().expect("path"))
+        })
+        .collect();
+    let paths: Vec<&str> = copies.iter().map(|(_, path)| *path).collect();
+    assert_eq!(paths, [finding.package.path.as_str(), "opt/copy/installed"]);
+    let vulnerability = &bom["vulnerabilities"][0];
+    assert_eq!(vulnerability["affects"], json!([{ "ref": copies[0].0 }]), "the finding's own path");
+
+    // A finding naming no cataloged path affects every copy.
+    let mut elsewhere = scanned.assessment.clone();
+    elsewhere.findings[0].package.path = "nowhere".into();
+    let sbom = report::Sbom { assessment: &elsewhere, image: &scanned.image, packages: &packages };
+    let bom = report::cyclonedx(&sbom, &BTreeMap::new(), SERIAL);
+    let affected: BTreeSet<&str> = bom["vulnerabilities"][0]["affects"]
+        .as_array()
+        .expect("affects")
+        .iter()
+        .map(|a| a["ref"].as_str().expect("ref"))
+        .collect();
+    assert_eq!(affected, copies.iter().map(|(r, _)| *r).collect());
+
+    let sbom = report::Sbom { assessment: &scanned.assessment, image: &scanned.image, packages: &packages };
+    let doc = report::spdx(&sbom, SERIAL);
+    assert_valid(&spdx_validator(), &doc, "the SPDX document");
+    let sources: Vec<&str> = doc["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .filter(|p| p["externalRefs"][0]["referenceLocator"] == finding.package.purl.as_str())
+        .map(|p| p["sourceInfo"].as_str().expect("sourceInfo"))
+        .collect();
+    assert_eq!(sources.len(), 2, "{sources:?}");
+    assert!(sources[1].contains("opt/copy/installed"), "{sources:?}");
 }
 
 #[test]

@@ -28,23 +28,26 @@
 
 use std::io::Read;
 
-use object::{Object, ObjectSection};
+use object::ReadRef;
 use serde::Deserialize;
 
-use super::{Cataloger, Error};
+use super::{Cataloger, Error, FileReader, elf};
 use crate::package::{Package, PackageKind};
 
 /// Name of this cataloger in errors and logs.
 const CATALOGER: &str = "cargo-auditable";
-
-/// Start of every ELF file.
-const ELF_MAGIC: &[u8] = b"\x7fELF";
 
 /// The section cargo-auditable writes on ELF targets.
 const SECTION: &str = ".dep-v0";
 
 /// Largest decompressed dependency list accepted (zip-bomb guard).
 pub const MAX_DECOMPRESSED_BYTES: u64 = 8 << 20;
+
+/// Most bytes of the section read. zlib's stored blocks add 5 bytes per
+/// 64 KiB, so any stream that inflates to at most
+/// [`MAX_DECOMPRESSED_BYTES`] ends well within twice that: a longer
+/// section's tail is never needed, and a hostile one cannot make us hold it.
+const MAX_SECTION_BYTES: u64 = 2 * MAX_DECOMPRESSED_BYTES;
 
 /// Finds the crates recorded by `cargo auditable` in ELF executables.
 #[derive(Debug, Clone, Copy, Default)]
@@ -60,13 +63,26 @@ impl Cataloger for CargoAuditableCataloger {
     }
 
     fn parse(&self, path: &str, data: &[u8]) -> Result<Vec<Package>, Error> {
-        let Some(compressed) = dep_section(data) else {
-            return Ok(Vec::new());
-        };
-        let list =
-            parse_dependency_list(compressed).map_err(|err| Error::new(CATALOGER, path, err.to_string()))?;
-        Ok(packages(&list, path))
+        catalog(path, data)
     }
+
+    fn reads_ranges(&self) -> bool {
+        true
+    }
+
+    fn parse_file(&self, path: &str, file: &FileReader<'_>) -> Result<Vec<Package>, Error> {
+        catalog(path, file)
+    }
+}
+
+/// The crates of the binary at `path`, whatever holds its bytes.
+fn catalog<'data>(path: &str, data: impl ReadRef<'data>) -> Result<Vec<Package>, Error> {
+    let Some(compressed) = dep_section(data) else {
+        return Ok(Vec::new());
+    };
+    let list =
+        parse_dependency_list(compressed).map_err(|err| Error::new(CATALOGER, path, err.to_string()))?;
+    Ok(packages(&list, path))
 }
 
 /// A `.dep-v0` section that cannot be read.
@@ -127,17 +143,15 @@ pub enum DependencyKind {
     Build,
 }
 
-/// The compressed bytes of the `.dep-v0` section, when `data` is an ELF
-/// file that has one.
-fn dep_section(data: &[u8]) -> Option<&[u8]> {
-    if !data.starts_with(ELF_MAGIC) {
+/// The compressed bytes of the `.dep-v0` section (at most
+/// [`MAX_SECTION_BYTES`] of them), when `data` is an ELF file that has one.
+fn dep_section<'data>(data: impl ReadRef<'data>) -> Option<&'data [u8]> {
+    let section = elf::read(data, SECTION.as_bytes())?.section?;
+    if !elf::in_file(data, section.offset, section.file_size) {
+        tracing::debug!("{SECTION} data is outside the file");
         return None;
     }
-    let file = object::File::parse(data)
-        .map_err(|err| tracing::debug!(error = %err, "ELF file object cannot parse; no audit data read"))
-        .ok()?;
-    let section = file.section_by_name(SECTION)?;
-    section.data().map_err(|err| tracing::debug!(error = %err, "{SECTION} data is outside the file")).ok()
+    data.read_bytes_at(section.offset, section.file_size.min(MAX_SECTION_BYTES)).ok()
 }
 
 /// Decompresses and parses a `.dep-v0` section's contents.

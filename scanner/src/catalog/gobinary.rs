@@ -32,23 +32,60 @@
 //! "no module info" (binaries built outside module mode).
 //!
 //! Reported, with ecosystem `Go` and the binary's path: the main module
-//! unless its version is `(devel)` (built from a working tree); every `dep`
-//! as actually linked, i.e. the replacement's path and version when
-//! replaced, left out when that has no version (a replacement by a local
-//! directory); and the standard library as `stdlib` at the toolchain
-//! version in OSV's form (`go1.22.2` → `v1.22.2`), left out for
-//! development toolchains.
+//! (see below); every `dep` as actually linked, i.e. the replacement's path
+//! and version when replaced, left out when that has no version (a
+//! replacement by a local directory); and the standard library as `stdlib`
+//! at the toolchain version in OSV's form (`go1.22.2` → `v1.22.2`), left
+//! out for development toolchains. Each binary reports its own `stdlib`:
+//! the catalog keys packages by path too.
+//!
+//! The main module is the `mod` line's; a binary built outside module mode
+//! (GOPATH builds, as Debian makes Docker's) has none, and then its `path`
+//! line, the main package's import path, names it. Its version is the
+//! recorded one unless that is `(devel)` (built from a working tree, or no
+//! module at all), in which case it is derived from what the build recorded,
+//! first rule that applies, and otherwise the main module is not reported:
+//! no advisory can name a version nobody knows.
+//!
+//! 1. A version the build stamped with the linker: `-X pkg.var=value` in
+//!    the `-ldflags` build setting (split as `cmd/go` splits flags: blanks
+//!    separate, `'` or `"` quote), where `var` is `version`, `gitVersion`,
+//!    `buildVersion` or `releaseVersion` (any case), `pkg` is `main` or a
+//!    package of the main module (under the `mod` line's path; without one,
+//!    under the repository of the main package: `host/owner/repo` on
+//!    github.com, gitlab.com and bitbucket.org, else the main package
+//!    itself), and `value` is a semantic version, `v` prefixed as Go
+//!    versions are (`20.10.24+dfsg1` → `v20.10.24+dfsg1`). Stamps of
+//!    other packages (a dependency's `version.Version`) say nothing about
+//!    the main module; several different stamps are ambiguous and give
+//!    nothing. syft matches such stamps by a pattern on the flags text.
+//! 2. The commit the build came from: `vcs.revision` and `vcs.time`, as the
+//!    pseudo-version Go 1.24's `go build` stamps for an untagged commit,
+//!    `vN.0.0-yyyymmddhhmmss-<first 12 characters of the revision>` (N = 0,
+//!    or the major version of a `/vN` module path), with `+dirty` when
+//!    `vcs.modified` is `true`. It sorts before every release, so an
+//!    advisory affecting the module since its start matches it: a tree built
+//!    from an unknown position in history cannot be shown fixed. syft makes
+//!    the same pseudo-version, with `v0` whatever the module path and never
+//!    `+dirty`.
+//!
+//! syft also guesses a version from the first NUL-delimited semver-like
+//! string anywhere in the binary's bytes; that is not done here: any
+//! library's version string can come first.
 
-use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
+use std::marker::PhantomData;
 
-use super::{Cataloger, Error};
+use object::ReadRef;
+use object::elf::{PF_W, PF_X};
+
+use super::{Cataloger, Error, FileReader, elf};
 use crate::package::{Package, PackageKind};
 
 /// Name of this cataloger in errors and logs.
 const CATALOGER: &str = "go-binary";
 
-/// Start of every ELF file.
-const ELF_MAGIC: &[u8] = b"\x7fELF";
+/// The section Go's linker writes the blob to.
+const BUILD_INFO_SECTION: &[u8] = b".go.buildinfo";
 
 /// Start of the build info blob (`debug/buildinfo.buildInfoMagic`).
 const BUILD_INFO_MAGIC: &[u8] = b"\xff Go buildinf:";
@@ -100,11 +137,24 @@ impl Cataloger for GoBinaryCataloger {
     }
 
     fn parse(&self, path: &str, data: &[u8]) -> Result<Vec<Package>, Error> {
-        match read_build_info(data) {
-            Ok(Some(info)) => Ok(packages(&info, path)),
-            Ok(None) => Ok(Vec::new()),
-            Err(err) => Err(Error::new(CATALOGER, path, err.to_string())),
-        }
+        catalog(path, data)
+    }
+
+    fn reads_ranges(&self) -> bool {
+        true
+    }
+
+    fn parse_file(&self, path: &str, file: &FileReader<'_>) -> Result<Vec<Package>, Error> {
+        catalog(path, file)
+    }
+}
+
+/// The packages of the binary at `path`, whatever holds its bytes.
+fn catalog<'data>(path: &str, data: impl ReadRef<'data>) -> Result<Vec<Package>, Error> {
+    match read_build_info_from(data) {
+        Ok(Some(info)) => Ok(packages(&info, path)),
+        Ok(None) => Ok(Vec::new()),
+        Err(err) => Err(Error::new(CATALOGER, path, err.to_string())),
     }
 }
 
@@ -169,23 +219,26 @@ pub struct BuildSetting {
     pub value: String,
 }
 
-/// Reads the build information of an ELF executable.
+/// Reads the build information of an ELF executable held in memory.
 ///
 /// `Ok(None)` when `data` is not ELF, not parseable as ELF, or carries no
 /// aligned build info magic: it is not a Go binary.
 pub fn read_build_info(data: &[u8]) -> Result<Option<BuildInfo>, BuildInfoError> {
-    if !data.starts_with(ELF_MAGIC) {
+    read_build_info_from(data)
+}
+
+/// [`read_build_info`] through any [`ReadRef`]: a byte slice, or a
+/// [`FileReader`](super::FileReader) over an open file, through which only
+/// the ELF headers, the searched range and the strings the blob points at
+/// are read. Memory is then bounded by those (at most
+/// [`MAX_SEARCH_BYTES`] plus two [`MAX_STRING_BYTES`] strings on hostile
+/// input, a few kilobytes on real binaries), not by the file's size.
+pub fn read_build_info_from<'data, R: ReadRef<'data>>(data: R) -> Result<Option<BuildInfo>, BuildInfoError> {
+    let Some(layout) = elf::read(data, BUILD_INFO_SECTION) else {
         return Ok(None);
-    }
-    let file = match object::File::parse(data) {
-        Ok(file) => file,
-        Err(err) => {
-            tracing::debug!(error = %err, "ELF file object cannot parse; not read as a Go binary");
-            return Ok(None);
-        }
     };
-    let space = AddressSpace::of_elf(&file);
-    let Some((start, size)) = data_start(&file) else {
+    let space = AddressSpace::of_elf(data, &layout);
+    let Some((start, size)) = data_start(&layout) else {
         return Ok(None);
     };
     let Some(raw) = read_raw_build_info(&space, start, size)? else {
@@ -198,45 +251,48 @@ pub fn read_build_info(data: &[u8]) -> Result<Option<BuildInfo>, BuildInfoError>
 
 /// Where Go's `elfExe.DataStart` says the blob lives: the `.go.buildinfo`
 /// section, else the first writable, non-executable loaded segment.
-fn data_start(file: &object::File<'_>) -> Option<(u64, u64)> {
-    if let Some(section) = file.section_by_name(".go.buildinfo") {
-        return Some((section.address(), section.size()));
+fn data_start(layout: &elf::Layout) -> Option<(u64, u64)> {
+    if let Some(section) = layout.section {
+        return Some((section.address, section.size));
     }
-    file.segments().find_map(|segment| match segment.flags() {
-        SegmentFlags::Elf { p_flags, .. }
-            if p_flags & (object::elf::PF_X | object::elf::PF_W) == object::elf::PF_W =>
-        {
-            Some((segment.address(), segment.size()))
-        }
-        _ => None,
-    })
+    layout
+        .loads
+        .iter()
+        .find(|load| load.flags & (PF_X.0 | PF_W.0) == PF_W.0)
+        .map(|load| (load.address, load.memory_size))
 }
 
 /// The file bytes of the loaded segments, by virtual address: what Go's
-/// `DataReader` reads from.
-#[derive(Debug, Default)]
-struct AddressSpace<'data> {
-    /// `(virtual address, file bytes)` of each region, in header order.
-    regions: Vec<(u64, &'data [u8])>,
+/// `DataReader` reads from. Bytes are read from `data` only when asked for.
+#[derive(Debug)]
+struct AddressSpace<'data, R: ReadRef<'data>> {
+    data: R,
+    /// `(virtual address, file offset, file size)` of each region, in
+    /// header order.
+    regions: Vec<(u64, u64, u64)>,
+    _data: PhantomData<&'data [u8]>,
 }
 
-impl<'data> AddressSpace<'data> {
-    /// The `PT_LOAD` segments of `file`; segments whose file range lies
+impl<'data, R: ReadRef<'data>> AddressSpace<'data, R> {
+    /// The `PT_LOAD` segments of `layout`; segments whose file range lies
     /// outside the file are left out, so addresses in them do not resolve.
-    fn of_elf(file: &object::File<'data>) -> AddressSpace<'data> {
-        let regions =
-            file.segments().filter_map(|segment| Some((segment.address(), segment.data().ok()?))).collect();
-        AddressSpace { regions }
+    fn of_elf(data: R, layout: &elf::Layout) -> AddressSpace<'data, R> {
+        let regions = layout
+            .loads
+            .iter()
+            .filter(|load| elf::in_file(data, load.offset, load.file_size))
+            .map(|load| (load.address, load.offset, load.file_size))
+            .collect();
+        AddressSpace { data, regions, _data: PhantomData }
     }
 
     /// Up to `max` bytes from `address` to the end of the first region that
     /// contains it; `None` when no region does.
     fn read(&self, address: u64, max: u64) -> Option<&'data [u8]> {
-        self.regions.iter().find_map(|&(start, bytes)| {
-            let offset = usize::try_from(address.checked_sub(start)?).ok()?;
-            let rest = bytes.get(offset..).filter(|rest| !rest.is_empty())?;
-            let len = usize::try_from(max).unwrap_or(usize::MAX).min(rest.len());
-            rest.get(..len)
+        self.regions.iter().find_map(|&(start, offset, size)| {
+            let delta = address.checked_sub(start).filter(|&delta| delta < size)?;
+            // In the file: `of_elf` checked `offset + size`, and delta < size.
+            self.data.read_bytes_at(offset + delta, max.min(size - delta)).ok()
         })
     }
 }
@@ -250,8 +306,8 @@ struct RawBuildInfo {
 }
 
 /// Finds and decodes the blob in `[start, start + size)`.
-fn read_raw_build_info(
-    space: &AddressSpace<'_>,
+fn read_raw_build_info<'data, R: ReadRef<'data>>(
+    space: &AddressSpace<'data, R>,
     start: u64,
     size: u64,
 ) -> Result<Option<RawBuildInfo>, BuildInfoError> {
@@ -297,7 +353,11 @@ fn read_raw_build_info(
 /// The first 16-byte aligned address in `[start, start + size)` (at most
 /// [`MAX_SEARCH_BYTES`] of it, within one segment) where the magic starts
 /// and a whole header fits.
-fn search_magic(space: &AddressSpace<'_>, start: u64, size: u64) -> Option<u64> {
+fn search_magic<'data, R: ReadRef<'data>>(
+    space: &AddressSpace<'data, R>,
+    start: u64,
+    size: u64,
+) -> Option<u64> {
     let end = start.checked_add(size)?;
     let aligned = start.checked_add(BUILD_INFO_ALIGN - 1)? & !(BUILD_INFO_ALIGN - 1);
     if aligned >= end {
@@ -314,8 +374,8 @@ fn search_magic(space: &AddressSpace<'_>, start: u64, size: u64) -> Option<u64> 
 }
 
 /// A varint-length-prefixed string at `address` and the address after it.
-fn read_inline_string<'data>(
-    space: &AddressSpace<'data>,
+fn read_inline_string<'data, R: ReadRef<'data>>(
+    space: &AddressSpace<'data, R>,
     address: u64,
 ) -> Result<(&'data [u8], u64), String> {
     let prefix = space
@@ -371,8 +431,8 @@ impl PointerFormat {
 
 /// The bytes of the Go string whose header (`{data, len}`) is at `address`;
 /// `None` where Go's `readString` returns "".
-fn read_string_header<'data>(
-    space: &AddressSpace<'data>,
+fn read_string_header<'data, R: ReadRef<'data>>(
+    space: &AddressSpace<'data, R>,
     pointers: PointerFormat,
     address: u64,
 ) -> Option<&'data [u8]> {
@@ -642,9 +702,9 @@ fn split_digits(s: &str) -> Option<(&str, &str)> {
     (end > 0).then(|| s.split_at(end))
 }
 
-/// The packages a binary's build info names: the main module (unless built
-/// from a working tree), every dependency as it was actually linked (the
-/// replacement when replaced; left out when that has no version, as a
+/// The packages a binary's build info names: the main module (by the rules
+/// in the module documentation), every dependency as it was actually linked
+/// (the replacement when replaced; left out when that has no version, as a
 /// replacement by a local directory has none), and the standard library as
 /// `stdlib` at the toolchain's version.
 fn packages(info: &BuildInfo, path: &str) -> Vec<Package> {
@@ -660,12 +720,10 @@ fn packages(info: &BuildInfo, path: &str) -> Vec<Package> {
         ecosystem: "Go".to_owned(),
     };
     let mut packages = Vec::new();
-    if let Some(main) = &info.main
-        && !main.path.is_empty()
-        && !main.version.is_empty()
-        && main.version != DEVEL_VERSION
-    {
-        packages.push(go_module(&main.path, &main.version));
+    match main_module(info) {
+        Some((name, version)) => packages.push(go_module(name, &version)),
+        None => tracing::debug!(main = %info.path, binary = path,
+            "Go main module has no version the build recorded; not reported"),
     }
     for dep in &info.deps {
         let linked = dep.replace.as_deref().unwrap_or(dep);
@@ -682,6 +740,168 @@ fn packages(info: &BuildInfo, path: &str) -> Vec<Package> {
             "Go toolchain version is not a release tag; stdlib not reported"),
     }
     packages
+}
+
+/// The main module's path and version, by the rules in the module
+/// documentation; `None` when no version is known.
+fn main_module(info: &BuildInfo) -> Option<(&str, String)> {
+    let (name, recorded, in_module) = match &info.main {
+        Some(main) if !main.path.is_empty() => (main.path.as_str(), main.version.as_str(), true),
+        // `go build file.go` names no package; there is nothing to report.
+        _ if !info.path.is_empty() && info.path != "command-line-arguments" => {
+            (info.path.as_str(), DEVEL_VERSION, false)
+        }
+        _ => return None,
+    };
+    if recorded.is_empty() {
+        return None;
+    }
+    if recorded != DEVEL_VERSION {
+        return Some((name, recorded.to_owned()));
+    }
+    let setting = |key: &str| info.settings.iter().find(|s| s.key == key).map(|s| s.value.as_str());
+    let root = if in_module { name } else { repository_root(name) };
+    if let Some(version) = setting("-ldflags").and_then(|flags| stamped_version(flags, root)) {
+        return Some((name, version));
+    }
+    let major = if in_module { major_version_suffix(name) } else { 0 };
+    let version = vcs_pseudo_version(setting("vcs.revision")?, setting("vcs.time")?, major)?;
+    let dirty = if setting("vcs.modified") == Some("true") { "+dirty" } else { "" };
+    Some((name, format!("{version}{dirty}")))
+}
+
+/// Hosts whose import paths are `host/owner/repo/...`, one repository per
+/// `owner/repo` (the hosts `cmd/go` knows that layout of).
+const OWNER_REPO_HOSTS: &[&str] = &["github.com", "gitlab.com", "bitbucket.org"];
+
+/// The repository an import path outside any module belongs to, as far as
+/// its form tells: `host/owner/repo` on [`OWNER_REPO_HOSTS`], else the path
+/// itself.
+fn repository_root(path: &str) -> &str {
+    let mut elements = path.match_indices('/');
+    match (path.split('/').next(), elements.nth(2)) {
+        (Some(host), Some((end, _))) if OWNER_REPO_HOSTS.contains(&host) => &path[..end],
+        _ => path,
+    }
+}
+
+/// The `N` of a module path ending in `/vN` (N ≥ 2), else 0.
+fn major_version_suffix(module: &str) -> u64 {
+    module
+        .rsplit_once('/')
+        .and_then(|(_, last)| last.strip_prefix('v'))
+        .filter(|n| !n.starts_with('0'))
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n >= 2)
+        .unwrap_or(0)
+}
+
+/// Variable names a linker `-X` stamp of the program's version uses.
+const VERSION_VARIABLES: &[&str] = &["version", "gitversion", "buildversion", "releaseversion"];
+
+/// The one version `flags` (an `-ldflags` value) stamps into `main` or a
+/// package under `root`, `v`-prefixed.
+fn stamped_version(flags: &str, root: &str) -> Option<String> {
+    let fields = split_flags(flags)?;
+    let mut versions = Vec::new();
+    let mut fields = fields.iter();
+    while let Some(field) = fields.next() {
+        let assignment = match field.trim_start_matches('-') {
+            "X" if field.starts_with('-') => fields.next().map(String::as_str),
+            other => other.strip_prefix("X=").filter(|_| field.starts_with('-')),
+        };
+        let Some((symbol, value)) = assignment.and_then(|a| a.split_once('=')) else {
+            continue;
+        };
+        let Some((package, variable)) = symbol.rsplit_once('.') else {
+            continue;
+        };
+        let in_main_module = package == "main"
+            || package == root
+            || package.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'));
+        if in_main_module
+            && VERSION_VARIABLES.contains(&variable.to_ascii_lowercase().as_str())
+            && is_semver(value.strip_prefix('v').unwrap_or(value))
+        {
+            let version = if value.starts_with('v') { value.to_owned() } else { format!("v{value}") };
+            versions.push(version);
+        }
+    }
+    versions.sort();
+    versions.dedup();
+    match versions.as_slice() {
+        [version] => Some(version.clone()),
+        [] => None,
+        several => {
+            tracing::debug!(?several, "several version stamps in -ldflags; none taken");
+            None
+        }
+    }
+}
+
+/// Splits a flags string as `cmd/internal/quoted.Split` does: blanks
+/// separate fields, a field starting with `'` or `"` runs to the next same
+/// quote (no escapes); `None` for an unterminated quote.
+fn split_flags(flags: &str) -> Option<Vec<String>> {
+    const BLANKS: &[char] = &[' ', '\t', '\n', '\r'];
+    let mut fields = Vec::new();
+    let mut rest = flags;
+    loop {
+        rest = rest.trim_start_matches(BLANKS);
+        let Some(first) = rest.chars().next() else {
+            return Some(fields);
+        };
+        if first == '\'' || first == '"' {
+            let end = rest[1..].find(first)? + 1;
+            fields.push(rest[1..end].to_owned());
+            rest = &rest[end + 1..];
+        } else {
+            let end = rest.find(BLANKS).unwrap_or(rest.len());
+            fields.push(rest[..end].to_owned());
+            rest = &rest[end..];
+        }
+    }
+}
+
+/// Whether `s` is a semantic version 2.0.0 (`1.2.3`, `1.2.3-rc.1+build`),
+/// without a `v`.
+fn is_semver(s: &str) -> bool {
+    let (rest, build) = match s.split_once('+') {
+        Some((rest, build)) => (rest, Some(build)),
+        None => (s, None),
+    };
+    let (core, pre) = match rest.split_once('-') {
+        Some((core, pre)) => (core, Some(pre)),
+        None => (rest, None),
+    };
+    let numeric =
+        |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n == "0" || !n.starts_with('0'));
+    let identifiers = |ids: &str, numbers_canonical: bool| {
+        ids.split('.').all(|id| {
+            !id.is_empty()
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && (!numbers_canonical || !id.bytes().all(|b| b.is_ascii_digit()) || numeric(id))
+        })
+    };
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts.iter().all(|part| numeric(part))
+        && pre.is_none_or(|pre| identifiers(pre, true))
+        && build.is_none_or(|build| identifiers(build, false))
+}
+
+/// The pseudo-version of an untagged commit (`golang.org/x/mod`'s
+/// `module.PseudoVersion` with no prior tag): `vN.0.0-yyyymmddhhmmss-rev`,
+/// the time in UTC and `rev` the first 12 characters of the revision.
+/// `None` unless the revision is at least 12 lowercase hex digits and the
+/// time is RFC 3339.
+fn vcs_pseudo_version(revision: &str, time: &str, major: u64) -> Option<String> {
+    let short = revision.get(..12)?;
+    if !revision.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return None;
+    }
+    let time = chrono::DateTime::parse_from_rfc3339(time).ok()?.with_timezone(&chrono::Utc);
+    Some(format!("v{major}.0.0-{}-{short}", time.format("%Y%m%d%H%M%S")))
 }
 
 #[cfg(test)]
@@ -721,8 +941,9 @@ mod tests {
         blob
     }
 
-    fn space(regions: Vec<(u64, &[u8])>) -> AddressSpace<'_> {
-        AddressSpace { regions }
+    /// One region of `bytes` at `address`.
+    fn space(address: u64, bytes: &[u8]) -> AddressSpace<'_, &[u8]> {
+        AddressSpace { data: bytes, regions: vec![(address, 0, bytes.len() as u64)], _data: PhantomData }
     }
 
     const SAMPLE_MODINFO: &str = "path\texample.com/app\n\
@@ -738,7 +959,7 @@ mod tests {
     fn inline_format_is_read_from_the_data_start() {
         let mut data = vec![0u8; 48];
         data.extend(inline_blob(b"go1.22.2", &framed(SAMPLE_MODINFO)));
-        let space = space(vec![(0x1000, &data)]);
+        let space = space(0x1000, &data);
         let raw = read_raw_build_info(&space, 0x1000, data.len() as u64).expect("readable").expect("found");
         assert_eq!(raw.version, "go1.22.2");
         assert_eq!(raw.modinfo, SAMPLE_MODINFO);
@@ -777,7 +998,7 @@ mod tests {
             put(&mut image, modinfo.len() as u64);
             image.extend_from_slice(&version);
             image.extend_from_slice(&modinfo);
-            let space = space(vec![(base, &image)]);
+            let space = space(base, &image);
             let raw =
                 read_raw_build_info(&space, base, image.len() as u64).expect("readable").expect("found");
             assert_eq!(raw.version, "go1.16.15", "{pointer_size} big={big_endian}");
@@ -792,26 +1013,26 @@ mod tests {
         data.extend_from_slice(BUILD_INFO_MAGIC);
         data.resize(64, 0);
         data.extend(inline_blob(b"go1.21.0", b""));
-        let space = space(vec![(0x2000, &data)]);
+        let space = space(0x2000, &data);
         let raw = read_raw_build_info(&space, 0x2000, data.len() as u64).expect("readable").expect("found");
         assert_eq!(raw.version, "go1.21.0");
         assert_eq!(raw.modinfo, "", "no framing means no modules");
 
         let unaligned_only = [vec![0u8; 8], inline_blob(b"go1.21.0", b"")].concat();
-        let space = AddressSpace { regions: vec![(0x2000, &unaligned_only)] };
+        let space = self::space(0x2000, &unaligned_only);
         assert_eq!(read_raw_build_info(&space, 0x2000, unaligned_only.len() as u64), Ok(None));
     }
 
     #[test]
     fn no_magic_or_no_room_for_a_header_is_not_a_go_binary() {
         let data = vec![0xffu8; 4096];
-        let space = space(vec![(0, &data)]);
+        let space = space(0, &data);
         assert_eq!(read_raw_build_info(&space, 0, 4096), Ok(None));
 
         let mut short = vec![0u8; 16];
         short.extend_from_slice(BUILD_INFO_MAGIC);
         short.extend_from_slice(&[8, 2]);
-        let space = AddressSpace { regions: vec![(0, &short)] };
+        let space = self::space(0, &short);
         assert_eq!(read_raw_build_info(&space, 0, short.len() as u64), Ok(None));
         // A range that overflows the address space reads nothing.
         assert_eq!(read_raw_build_info(&space, u64::MAX - 4, 100), Ok(None));
@@ -846,7 +1067,7 @@ mod tests {
             ("empty version", &empty_version, empty_version.len() as u64),
             ("header cut", &header_cut, 4096),
         ] {
-            let space = space(vec![(0x10, blob)]);
+            let space = space(0x10, blob);
             let result = read_raw_build_info(&space, 0x10, range);
             assert!(matches!(result, Err(BuildInfoError::Blob { address: 0x10, .. })), "{name}: {result:?}");
         }
@@ -862,7 +1083,7 @@ mod tests {
         blob[32] = 14;
         blob.push(0);
         let start = u64::MAX - 47;
-        let space = space(vec![(start, &blob)]);
+        let space = space(start, &blob);
         let result = read_raw_build_info(&space, start, 47);
         assert!(
             matches!(&result, Err(BuildInfoError::Blob { reason, .. }) if reason.contains("end of the address space")),
@@ -895,7 +1116,7 @@ mod tests {
         for (name, blob) in
             [("nowhere", nowhere), ("dangling", dangling), ("too long", too_long), ("odd", odd_size)]
         {
-            let space = space(vec![(0x1000, &blob)]);
+            let space = space(0x1000, &blob);
             let result = read_raw_build_info(&space, 0x1000, blob.len() as u64);
             assert!(matches!(result, Err(BuildInfoError::Blob { .. })), "{name}: {result:?}");
         }
@@ -1080,5 +1301,160 @@ mod tests {
         assert_eq!(cataloger.parse("bin/sh", b"#!/bin/sh\necho hi\n"), Ok(Vec::new()));
         assert_eq!(cataloger.parse("bin/x", b"\x7fELF\x02\x01\x01"), Ok(Vec::new()));
         assert_eq!(cataloger.parse("bin/x", b""), Ok(Vec::new()));
+    }
+
+    /// Module text of Debian bookworm's `/usr/sbin/dockerd` (docker.io
+    /// 20.10.24+dfsg1-1+deb12u1+b6, amd64; toolchain go1.19.8), as its blob
+    /// holds it: a GOPATH build, so no `mod` line; Debian stamps the version
+    /// with `-X`.
+    const DOCKERD_MODINFO: &str = "path\tgithub.com/docker/docker/cmd/dockerd\nbuild\t-compiler=gc\nbuild\t-ldflags=\" \\t\\t-w \\t-X \\\"github.com/docker/docker/dockerversion.Version=20.10.24+dfsg1\\\" \\t-X \\\"github.com/docker/docker/dockerversion.GitCommit=5d6db84\\\" \\t-X \\\"github.com/docker/docker/dockerversion.BuildTime=2026-05-07T21:09:36.000000000+00:00\\\" \\t-X \\\"github.com/docker/docker/dockerversion.IAmStatic=false\\\" \\t-X \\\"github.com/docker/docker/dockerversion.PlatformName=\\\" \\t-X \\\"github.com/docker/docker/dockerversion.ProductName=docker\\\" \\t-X \\\"github.com/docker/docker/dockerversion.DefaultProductLicense=\\\"  \\t\\t \\t\\t \\t\"\nbuild\t-tags=apparmor,seccomp,journald\nbuild\tCGO_ENABLED=1\nbuild\tCGO_CFLAGS=\nbuild\tCGO_CPPFLAGS=\nbuild\tCGO_CXXFLAGS=\nbuild\tCGO_LDFLAGS=\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\n";
+
+    /// Module text of Debian bookworm's `/usr/sbin/runc` (runc
+    /// 1.1.5+ds1-1+deb12u1, amd64): a GOPATH build with no stamp at all.
+    const RUNC_MODINFO: &str = "path\tgithub.com/opencontainers/runc\nbuild\t-compiler=gc\nbuild\t-tags=seccomp,urfave_cli_no_docs\nbuild\t-trimpath=true\nbuild\tCGO_ENABLED=1\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\n";
+
+    /// Module text go1.19.8 wrote for a module `example.com/stamped/v2`
+    /// built in a git work tree whose one commit, 6ddb5844b908…, is dated
+    /// 2024-03-01T10:20:30+02:00: with `go build` on the clean tree, then
+    /// with `-ldflags "-X main.version=2.1.0 -X
+    /// 'example.com/stamped/v2/internal/build.Version=v2.1.0'"`, then after
+    /// an edit.
+    const VCS_CLEAN_MODINFO: &str = "path\texample.com/stamped/v2\nmod\texample.com/stamped/v2\t(devel)\t\nbuild\t-compiler=gc\nbuild\tCGO_ENABLED=0\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\nbuild\tvcs=git\nbuild\tvcs.revision=6ddb5844b908ffa7cc921c27d121e6cec0a63d5b\nbuild\tvcs.time=2024-03-01T08:20:30Z\nbuild\tvcs.modified=false\n";
+    const VCS_STAMPED_MODINFO: &str = "path\texample.com/stamped/v2\nmod\texample.com/stamped/v2\t(devel)\t\nbuild\t-compiler=gc\nbuild\t-ldflags=\"-X main.version=2.1.0 -X 'example.com/stamped/v2/internal/build.Version=v2.1.0'\"\nbuild\tCGO_ENABLED=0\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\nbuild\tvcs=git\nbuild\tvcs.revision=6ddb5844b908ffa7cc921c27d121e6cec0a63d5b\nbuild\tvcs.time=2024-03-01T08:20:30Z\nbuild\tvcs.modified=true\n";
+    const VCS_DIRTY_MODINFO: &str = "path\texample.com/stamped/v2\nmod\texample.com/stamped/v2\t(devel)\t\nbuild\t-compiler=gc\nbuild\tCGO_ENABLED=0\nbuild\tGOARCH=amd64\nbuild\tGOOS=linux\nbuild\tGOAMD64=v1\nbuild\tvcs=git\nbuild\tvcs.revision=6ddb5844b908ffa7cc921c27d121e6cec0a63d5b\nbuild\tvcs.time=2024-03-01T08:20:30Z\nbuild\tvcs.modified=true\n";
+
+    /// The packages of a go1.19.8 blob carrying `modinfo`, read the whole
+    /// way: blob, module text, package rules.
+    fn packages_of(modinfo: &str) -> Vec<(String, String)> {
+        let blob = inline_blob(b"go1.19.8", &framed(modinfo));
+        let raw = read_raw_build_info(&space(0x1000, &blob), 0x1000, blob.len() as u64)
+            .expect("readable")
+            .expect("found");
+        let mut info = parse_build_info(&raw.modinfo).expect("valid");
+        info.go_version = raw.version;
+        packages(&info, "usr/bin/x").into_iter().map(|p| (p.name, p.version)).collect()
+    }
+
+    fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|&(name, version)| (name.to_owned(), version.to_owned())).collect()
+    }
+
+    #[test]
+    fn main_module_of_a_gopath_build_is_its_package_at_the_version_stamped_into_it() {
+        assert_eq!(
+            packages_of(DOCKERD_MODINFO),
+            owned(&[("github.com/docker/docker/cmd/dockerd", "v20.10.24+dfsg1"), ("stdlib", "v1.19.8")])
+        );
+        // Nothing stamped, no commit recorded: no version to report.
+        assert_eq!(packages_of(RUNC_MODINFO), owned(&[("stdlib", "v1.19.8")]));
+    }
+
+    #[test]
+    fn main_module_built_from_a_work_tree_gets_its_stamp_or_the_commits_pseudo_version() {
+        // A /v2 module: the pseudo-version's major is 2; the time is UTC.
+        assert_eq!(
+            packages_of(VCS_CLEAN_MODINFO),
+            owned(&[("example.com/stamped/v2", "v2.0.0-20240301082030-6ddb5844b908"), ("stdlib", "v1.19.8")])
+        );
+        assert_eq!(
+            packages_of(VCS_DIRTY_MODINFO)[0],
+            ("example.com/stamped/v2".to_owned(), "v2.0.0-20240301082030-6ddb5844b908+dirty".to_owned())
+        );
+        // Two stamps of one version (main, and a package of the module)
+        // win over the commit.
+        assert_eq!(
+            packages_of(VCS_STAMPED_MODINFO)[0],
+            ("example.com/stamped/v2".to_owned(), "v2.1.0".to_owned())
+        );
+        // Without the time, the commit alone makes no pseudo-version.
+        let no_time = VCS_CLEAN_MODINFO.replace("build\tvcs.time=2024-03-01T08:20:30Z\n", "");
+        assert_eq!(packages_of(&no_time), owned(&[("stdlib", "v1.19.8")]));
+        let bad_time = VCS_CLEAN_MODINFO.replace("2024-03-01T08:20:30Z", "yesterday");
+        assert_eq!(packages_of(&bad_time), owned(&[("stdlib", "v1.19.8")]));
+        let short_revision =
+            VCS_CLEAN_MODINFO.replace("6ddb5844b908ffa7cc921c27d121e6cec0a63d5b", "6ddb5844");
+        assert_eq!(packages_of(&short_revision), owned(&[("stdlib", "v1.19.8")]));
+    }
+
+    #[test]
+    fn only_an_unambiguous_semver_stamp_of_the_main_module_counts() {
+        let root = "github.com/acme/tool";
+        for (flags, want) in [
+            ("-X main.version=1.2.3", Some("v1.2.3")),
+            ("-X=main.Version=v1.2.3-rc.1", Some("v1.2.3-rc.1")),
+            ("--X github.com/acme/tool/internal/build.gitVersion=1.0.0+meta.7", Some("v1.0.0+meta.7")),
+            ("-s -w -X 'main.releaseVersion=3.0.0' -X \"main.buildVersion=3.0.0\"", Some("v3.0.0")),
+            // A dependency's version, or a neighbour repository's.
+            ("-X github.com/other/lib/version.Version=1.2.3", None),
+            ("-X github.com/acme/tool-extra/v.Version=1.2.3", None),
+            // Not a version variable, not a semantic version.
+            ("-X main.GoVersion=1.21.0", None),
+            ("-X main.commit=1.2.3", None),
+            ("-X main.version=dev", None),
+            ("-X main.version=1.2", None),
+            ("-X main.version=01.2.3", None),
+            ("-X main.version=1.2.3-01", None),
+            // Two different stamps: ambiguous.
+            ("-X main.version=1.0.0 -X main.Version=2.0.0", None),
+            // Not a linker -X flag, or cut short.
+            ("X=main.version=1.2.3", None),
+            ("-X", None),
+            ("-X 'main.version=1.2.3", None),
+        ] {
+            assert_eq!(stamped_version(flags, root).as_deref(), want, "{flags}");
+        }
+    }
+
+    #[test]
+    fn semantic_versions_follow_semver_org() {
+        for valid in [
+            "0.0.4",
+            "1.2.3",
+            "10.20.30",
+            "1.1.2-prerelease+meta",
+            "1.0.0-alpha.beta.1",
+            "1.0.0-0A.is.legal",
+            "1.0.0+0.build.1-rc.10000aaa-kk-0.1",
+            "20.10.24+dfsg1",
+            "1.0.0-alpha-a.b-c-somethinglong+build.1-aef.1-its-okay",
+        ] {
+            assert!(is_semver(valid), "{valid}");
+        }
+        for invalid in [
+            "1",
+            "1.2",
+            "1.2.3-0123",
+            "1.2.3-0123.0123",
+            "1.1.2+.123",
+            "+invalid",
+            "-invalid",
+            "alpha",
+            "1.2.3.DEV",
+            "1.2-SNAPSHOT",
+            "01.1.1",
+            "1.01.1",
+            "1.1.01",
+            "1.2.3-",
+            "1.2.3+",
+            "1.2.3-alpha_beta",
+            "1.0.0-alpha..1",
+        ] {
+            assert!(!is_semver(invalid), "{invalid}");
+        }
+    }
+
+    #[test]
+    fn repositories_and_major_versions_come_from_the_path_form() {
+        assert_eq!(repository_root("github.com/docker/docker/cmd/dockerd"), "github.com/docker/docker");
+        assert_eq!(repository_root("github.com/opencontainers/runc"), "github.com/opencontainers/runc");
+        assert_eq!(repository_root("go.example.org/a/b/c"), "go.example.org/a/b/c");
+        assert_eq!(major_version_suffix("example.com/m/v2"), 2);
+        assert_eq!(major_version_suffix("example.com/m/v1"), 0);
+        assert_eq!(major_version_suffix("example.com/m/v02"), 0);
+        assert_eq!(major_version_suffix("example.com/m"), 0);
+        assert_eq!(
+            split_flags(" a\t'b c' \"d\"e").as_deref(),
+            Some(&["a".to_owned(), "b c".to_owned(), "d".to_owned(), "e".to_owned()][..])
+        );
     }
 }

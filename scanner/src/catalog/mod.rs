@@ -5,14 +5,25 @@
 //! each surviving file to the cataloger that wanted it. Catalogers see bytes
 //! and an image-relative path (no leading `/`), never the host filesystem.
 //!
+//! Executables are the exception, because they are many and large while
+//! only a few of their sections say anything: catalogers that
+//! [`read ranges`](Cataloger::reads_ranges) get each wanted file as it is
+//! found, through a [`FileReader`] on the file (a root filesystem's own, or
+//! a layer entry spooled to a temporary file), and the view keeps what they
+//! found instead of the bytes. Memory then follows the largest section read,
+//! not the sum of the image's executables.
+//!
 //! Every cataloger treats file contents as untrusted input: malformed data
 //! is an [`Error`] naming the file, never a panic.
+
+use object::ReadRef as _;
 
 use crate::package::Package;
 
 pub mod apk;
 pub mod cargo_auditable;
 pub mod dpkg;
+pub(crate) mod elf;
 pub mod gobinary;
 pub mod java;
 pub mod node;
@@ -52,7 +63,29 @@ pub trait Cataloger: Send + Sync + std::fmt::Debug {
     /// The packages recorded in one wanted file. `Package::layer` and, for OS
     /// packages, `Package::ecosystem` are filled in by the pipeline.
     fn parse(&self, path: &str, data: &[u8]) -> Result<Vec<Package>, Error>;
+
+    /// Whether this cataloger reads only parts of the files it wants, so the
+    /// pipeline should hand them over through [`Cataloger::parse_file`] as
+    /// they are found instead of keeping their bytes.
+    fn reads_ranges(&self) -> bool {
+        false
+    }
+
+    /// [`Cataloger::parse`] for a file read through `file`. The default
+    /// reads the whole file; catalogers that [`read
+    /// ranges`](Cataloger::reads_ranges) read only what they need.
+    fn parse_file(&self, path: &str, file: &FileReader<'_>) -> Result<Vec<Package>, Error> {
+        let data = file
+            .len()
+            .and_then(|len| file.read_bytes_at(0, len))
+            .map_err(|()| Error::new(self.name(), path, "the file cannot be read"))?;
+        self.parse(path, data)
+    }
 }
+
+/// An open file read in ranges: each range read is kept until the reader is
+/// dropped (after the one file), so a cataloger holds only what it asked for.
+pub type FileReader<'file> = object::ReadCache<&'file std::fs::File>;
 
 /// Adds a finished database stanza's package, or skips an incomplete
 /// stanza with a warning: one damaged entry must not hide every other

@@ -4,8 +4,10 @@
 //! replaces an earlier one, a whiteout (`.wh.<name>`) removes `<name>` and
 //! everything under it from lower layers, and an opaque marker
 //! (`.wh..wh..opq`) hides everything a lower layer put in its directory.
-//! Only files some cataloger wants are kept (with their bytes); symlinks are
-//! always kept, because resolving a wanted path may need them.
+//! Only files some cataloger wants are kept: with their bytes, or, for
+//! files read in ranges as they were found (executables), with what the
+//! catalogers found in them ([`Keep`]). Symlinks are always kept, because
+//! resolving a wanted path may need them.
 //!
 //! Paths are image-relative, normalised, without a leading `/`. They never
 //! leave the image root: [`normalize`] refuses `..` components, and
@@ -15,6 +17,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use crate::catalog;
+use crate::package::Package;
 
 /// Most symlinks followed while resolving one path (as Linux's `MAXSYMLINKS`).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -48,6 +53,65 @@ pub fn normalize(name: &str) -> Result<String, PathError> {
     Ok(parts.join("/"))
 }
 
+/// What the view keeps of a regular file, decided by a [`Selector`] as the
+/// file is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Nothing: no cataloger wants it. It still hides whatever lower layers
+    /// had at its path.
+    Nothing,
+    /// Its bytes, for catalogers that parse whole files (package databases,
+    /// manifests, archives).
+    Bytes,
+    /// Only what [`Selector::catalog`] finds in it, read then, through the
+    /// file: for executables, of which catalogers read a few sections while
+    /// an image holds hundreds of megabytes of them.
+    Findings,
+}
+
+/// Decides what is kept of each regular file while an image is read, and
+/// catalogs the files kept as [`Keep::Findings`].
+pub trait Selector {
+    /// What to keep of the file at `path` (image-relative); `executable` is
+    /// true when any execute bit is set. Asked for every regular file.
+    fn keep(&self, path: &str, executable: bool) -> Keep;
+
+    /// Catalogs a file [`Selector::keep`] answered [`Keep::Findings`] for,
+    /// reading it through `file` (positioned anywhere).
+    fn catalog(&self, path: &str, executable: bool, file: &std::fs::File) -> Findings;
+}
+
+/// A predicate keeps the bytes of the files it accepts, and nothing of the
+/// others (it catalogs nothing itself).
+impl<F: Fn(&str, bool) -> bool> Selector for F {
+    fn keep(&self, path: &str, executable: bool) -> Keep {
+        if self(path, executable) { Keep::Bytes } else { Keep::Nothing }
+    }
+
+    fn catalog(&self, _path: &str, _executable: bool, _file: &std::fs::File) -> Findings {
+        Findings::default()
+    }
+}
+
+/// What the catalogers found in a file kept as [`Keep::Findings`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// The packages, with the file's path.
+    pub packages: Vec<Package>,
+    /// What the catalogers could not read.
+    pub errors: Vec<catalog::Error>,
+}
+
+impl Findings {
+    /// The same findings for the same bytes at another path (a hard link).
+    fn at(&self, path: &str) -> Findings {
+        let packages = self.packages.iter().map(|p| Package { path: path.to_owned(), ..p.clone() }).collect();
+        let errors =
+            self.errors.iter().map(|e| catalog::Error { path: path.to_owned(), ..e.clone() }).collect();
+        Findings { packages, errors }
+    }
+}
+
 /// A node in the merged view.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
@@ -55,6 +119,15 @@ pub enum Node {
     File {
         /// Its content.
         data: Arc<[u8]>,
+        /// Unix mode bits.
+        mode: u32,
+        /// Index of the layer it came from.
+        layer: usize,
+    },
+    /// A regular file cataloged as it was read; its bytes were not kept.
+    Cataloged {
+        /// What the catalogers found in it.
+        findings: Arc<Findings>,
         /// Unix mode bits.
         mode: u32,
         /// Index of the layer it came from.
@@ -72,7 +145,7 @@ pub enum Node {
 impl Node {
     fn layer(&self) -> usize {
         match self {
-            Node::File { layer, .. } | Node::Symlink { layer, .. } => *layer,
+            Node::File { layer, .. } | Node::Cataloged { layer, .. } | Node::Symlink { layer, .. } => *layer,
         }
     }
 }
@@ -84,6 +157,19 @@ pub struct FileRef<'a> {
     pub path: &'a str,
     /// Its bytes.
     pub data: &'a Arc<[u8]>,
+    /// Index of the layer it came from.
+    pub layer: usize,
+    /// Unix mode bits.
+    pub mode: u32,
+}
+
+/// A file kept as [`Keep::Findings`], as the pipeline sees it.
+#[derive(Debug, Clone)]
+pub struct CatalogedRef<'a> {
+    /// The image-relative path of the file.
+    pub path: &'a str,
+    /// What the catalogers found in it.
+    pub findings: &'a Findings,
     /// Index of the layer it came from.
     pub layer: usize,
     /// Unix mode bits.
@@ -119,6 +205,32 @@ impl ImageFs {
     /// Records a kept file, replacing whatever was at `path`.
     pub fn insert_file(&mut self, path: String, data: Arc<[u8]>, mode: u32, layer: usize) {
         self.nodes.insert(path, Node::File { data, mode, layer });
+    }
+
+    /// Records a file cataloged as it was read, replacing whatever was at
+    /// `path`.
+    pub fn insert_cataloged(&mut self, path: String, findings: Arc<Findings>, mode: u32, layer: usize) {
+        self.nodes.insert(path, Node::Cataloged { findings, mode, layer });
+    }
+
+    /// Records a hard link at `path` to the kept file `target` of the same
+    /// `layer` (a link into a lower layer is refused, as container runtimes
+    /// refuse it). Returns whether `target` was such a file.
+    pub fn link(&mut self, path: String, target: &str, layer: usize) -> bool {
+        let Some(resolved) = self.resolve(target) else {
+            return false;
+        };
+        let node = match self.nodes.get(&resolved) {
+            Some(Node::File { data, mode, layer: from }) if *from == layer => {
+                Node::File { data: data.clone(), mode: *mode, layer }
+            }
+            Some(Node::Cataloged { findings, mode, layer: from }) if *from == layer => {
+                Node::Cataloged { findings: Arc::new(findings.at(&path)), mode: *mode, layer }
+            }
+            _ => return false,
+        };
+        self.nodes.insert(path, node);
+        true
     }
 
     /// Records a symlink, replacing whatever was at `path`.
@@ -180,15 +292,25 @@ impl ImageFs {
         let (key, node) = self.nodes.get_key_value(&resolved)?;
         match node {
             Node::File { data, mode, layer } => Some(FileRef { path: key, data, layer: *layer, mode: *mode }),
-            Node::Symlink { .. } => None,
+            Node::Cataloged { .. } | Node::Symlink { .. } => None,
         }
     }
 
-    /// Every kept file (not symlinks), in path order.
+    /// Every file kept with its bytes, in path order.
     pub fn files(&self) -> impl Iterator<Item = FileRef<'_>> {
         self.nodes.iter().filter_map(|(path, node)| match node {
             Node::File { data, mode, layer } => Some(FileRef { path, data, layer: *layer, mode: *mode }),
-            Node::Symlink { .. } => None,
+            Node::Cataloged { .. } | Node::Symlink { .. } => None,
+        })
+    }
+
+    /// Every file cataloged as it was read, in path order.
+    pub fn cataloged(&self) -> impl Iterator<Item = CatalogedRef<'_>> {
+        self.nodes.iter().filter_map(|(path, node)| match node {
+            Node::Cataloged { findings, mode, layer } => {
+                Some(CatalogedRef { path, findings, layer: *layer, mode: *mode })
+            }
+            Node::File { .. } | Node::Symlink { .. } => None,
         })
     }
 
@@ -267,5 +389,44 @@ mod tests {
         fs.insert_file("etc/os-release".into(), bytes("ID=alpine"), 0o644, 0);
         fs.shadow("etc/os-release", 1);
         assert!(fs.read("etc/os-release").is_none());
+    }
+
+    #[test]
+    fn cataloged_files_follow_layers_and_hard_links_get_their_own_path() {
+        let package = |path: &str| Package {
+            name: "stdlib".into(),
+            version: "v1.19.8".into(),
+            kind: crate::package::PackageKind::GoModule,
+            source_name: None,
+            source_version: None,
+            arch: None,
+            path: path.into(),
+            layer: None,
+            ecosystem: "Go".into(),
+        };
+        let findings = Findings {
+            packages: vec![package("usr/bin/app")],
+            errors: vec![catalog::Error::new("cargo-auditable", "usr/bin/app", "bad")],
+        };
+        let mut fs = ImageFs::new();
+        fs.insert_cataloged("usr/bin/app".into(), Arc::new(findings), 0o755, 0);
+        assert!(fs.read("usr/bin/app").is_none(), "no bytes to read");
+        assert!(fs.link("usr/bin/alias".into(), "usr/bin/app", 0));
+        assert!(!fs.link("usr/bin/later".into(), "usr/bin/app", 1), "a link into a lower layer");
+        assert!(!fs.link("usr/bin/none".into(), "usr/bin/missing", 0));
+        let found: Vec<(&str, &str, &str)> = fs
+            .cataloged()
+            .map(|f| (f.path, f.findings.packages[0].path.as_str(), f.findings.errors[0].path.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("usr/bin/alias", "usr/bin/alias", "usr/bin/alias"),
+                ("usr/bin/app", "usr/bin/app", "usr/bin/app")
+            ]
+        );
+        fs.whiteout("usr/bin/app", 1);
+        fs.shadow("usr/bin/alias", 1);
+        assert_eq!(fs.cataloged().count(), 0, "whiteouts and later entries hide cataloged files too");
     }
 }

@@ -2,8 +2,22 @@
 //!
 //! A layer is a tar stream, gzip- or zstd-compressed or not (detected from
 //! its first bytes, whatever the media type claims). It is read once, front
-//! to back; only entries some cataloger wants are kept in memory. Nothing is
-//! written to disk.
+//! to back; only entries some cataloger wants are kept in memory.
+//!
+//! Executables are not: catalogers read a few sections of each, while an
+//! image holds hundreds of megabytes of them, so keeping them until the
+//! layers are merged made peak memory grow with their sum. A tar stream
+//! cannot seek, and the sections a cataloger needs are found from headers
+//! at both ends of the file (program headers at the start, section headers
+//! at the end), so each wanted executable is copied to one temporary file,
+//! unnamed (unlinked as it is created, so nothing is left behind even on a
+//! crash) and reused for the layer's next executable, cataloged from there,
+//! and only what was found is kept ([`Keep::Findings`]). Memory is then
+//! bounded by the sections read; disk by the largest such file, under
+//! [`Limits::max_file`]. Nothing else is written to disk, and nothing of the
+//! layer ever lands under its own name. Where no temporary file can be made,
+//! executables are kept whole instead, under [`Limits::max_kept`], with a
+//! warning: the scan still runs.
 //!
 //! Hostile layers are refused with an error naming the layer and the entry:
 //! names with `..` components and hard links whose target leaves the root.
@@ -14,12 +28,12 @@
 //! file and the total kept in memory. A truncated or corrupt stream is an
 //! error, and so is a digest that does not match the layer's.
 
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Seek as _, Write as _};
 use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
 
-use super::fs::{ImageFs, PathError, normalize};
+use super::fs::{ImageFs, Keep, PathError, Selector, normalize};
 
 /// Resource limits for reading an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +109,18 @@ pub enum LayerError {
         layer: String,
         /// What the content hashed to.
         actual: String,
+    },
+    /// The temporary file executables are cataloged from could not be
+    /// created or written.
+    #[error("layer {layer}: spooling `{entry}` to a temporary file")]
+    Spool {
+        /// Layer digest (or name).
+        layer: String,
+        /// The entry being spooled.
+        entry: String,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
     },
 }
 
@@ -243,13 +269,13 @@ pub struct LayerInput<'a> {
     pub verify_digest: bool,
 }
 
-/// Reads `reader` as layer `input` into `fs`, keeping the files `wants`
-/// accepts.
+/// Reads `reader` as layer `input` into `fs`, keeping of each file what
+/// `selector` asks for.
 pub fn apply_layer<R: Read>(
     fs: &mut ImageFs,
     reader: R,
     input: &LayerInput<'_>,
-    wants: &dyn Fn(&str, bool) -> bool,
+    selector: &dyn Selector,
     limits: &Limits,
     budget: &mut Budget,
 ) -> Result<LayerReport, LayerError> {
@@ -282,10 +308,12 @@ pub fn apply_layer<R: Read>(
     {
         let mut archive = tar::Archive::new(&mut uncompressed);
         let entries = archive.entries().map_err(|e| io_error(&layer, e, Some(compression)))?;
+        let mut spool = Spool::Unopened;
         for entry in entries {
             let mut entry = entry.map_err(|e| io_error(&layer, e, Some(compression)))?;
             report.entries += 1;
-            read_entry(fs, &mut entry, input, compression, wants, limits, budget, &mut report)?;
+            let context = EntryContext { input, compression, selector, limits };
+            read_entry(fs, &mut entry, &context, &mut spool, budget, &mut report)?;
         }
     }
     // Read to the end: the gzip trailer (CRC, size) and the digest cover the
@@ -325,17 +353,82 @@ fn hostile(input: &LayerInput<'_>, entry: &str, reason: impl Into<String>) -> La
     LayerError::Hostile { layer: input.name.to_owned(), entry: entry.to_owned(), reason: reason.into() }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What stays the same for every entry of a layer.
+struct EntryContext<'a> {
+    input: &'a LayerInput<'a>,
+    compression: Compression,
+    selector: &'a dyn Selector,
+    limits: &'a Limits,
+}
+
+/// The temporary file a layer's executables are cataloged from.
+enum Spool {
+    /// Not needed yet.
+    Unopened,
+    /// Created (unnamed), reused for each executable.
+    Open(std::fs::File),
+    /// It could not be created (no writable temporary folder): executables
+    /// are then kept whole in memory, as files catalogers parse whole are,
+    /// which bounds memory by [`Limits::max_kept`] again instead of by the
+    /// sections read, but still scans.
+    Unavailable,
+}
+
+impl Spool {
+    /// The spool file, created on first use; `None` when it cannot be (the
+    /// reason is warned about once).
+    fn file(&mut self, report: &mut LayerReport) -> Option<&mut std::fs::File> {
+        if let Spool::Unopened = self {
+            *self = match tempfile::tempfile() {
+                Ok(file) => Spool::Open(file),
+                Err(err) => {
+                    report.warnings.push(format!(
+                        "no temporary file to catalog executables from ({err}); they are held in memory instead"
+                    ));
+                    Spool::Unavailable
+                }
+            };
+        }
+        match self {
+            Spool::Open(file) => Some(file),
+            Spool::Unopened | Spool::Unavailable => None,
+        }
+    }
+}
+
+/// Copies a wanted executable's bytes to `file` (emptied first) and
+/// catalogs it from there.
+fn catalog_spooled<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    path: &str,
+    mode: u32,
+    context: &EntryContext<'_>,
+    file: &mut std::fs::File,
+) -> Result<super::fs::Findings, LayerError> {
+    let input = context.input;
+    let spool_error =
+        |source| LayerError::Spool { layer: input.name.to_owned(), entry: path.to_owned(), source };
+    file.set_len(0).and_then(|()| file.rewind()).map_err(spool_error)?;
+    let mut buffer = vec![0u8; 256 * 1024];
+    loop {
+        let n = entry.read(&mut buffer).map_err(|e| io_error(input.name, e, Some(context.compression)))?;
+        if n == 0 {
+            break;
+        }
+        file.write_all(&buffer[..n]).map_err(spool_error)?;
+    }
+    Ok(context.selector.catalog(path, mode & 0o111 != 0, file))
+}
+
 fn read_entry<R: Read>(
     fs: &mut ImageFs,
     entry: &mut tar::Entry<'_, R>,
-    input: &LayerInput<'_>,
-    compression: Compression,
-    wants: &dyn Fn(&str, bool) -> bool,
-    limits: &Limits,
+    context: &EntryContext<'_>,
+    spool: &mut Spool,
     budget: &mut Budget,
     report: &mut LayerReport,
 ) -> Result<(), LayerError> {
+    let EntryContext { input, compression, selector, limits } = *context;
     let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
     let path = match normalize(&raw) {
         Ok(p) => p,
@@ -366,7 +459,8 @@ fn read_entry<R: Read>(
     match kind {
         tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
             let size = entry.size();
-            if !wants(&path, mode & 0o111 != 0) {
+            let keep = selector.keep(&path, mode & 0o111 != 0);
+            if keep == Keep::Nothing {
                 fs.shadow(&path, input.index);
                 return Ok(());
             }
@@ -375,6 +469,14 @@ fn read_entry<R: Read>(
                     .warnings
                     .push(format!("{path}: {size} bytes is over the per-file limit; not cataloged"));
                 fs.shadow(&path, input.index);
+                return Ok(());
+            }
+            if keep == Keep::Findings
+                && let Some(file) = spool.file(report)
+            {
+                let findings = catalog_spooled(entry, &path, mode, context, file)?;
+                report.kept_files += 1;
+                fs.insert_cataloged(path, Arc::new(findings), mode, input.index);
                 return Ok(());
             }
             if budget.kept + size > limits.max_kept {
@@ -408,22 +510,17 @@ fn read_entry<R: Read>(
             let target = normalize(&raw_target).map_err(|_| {
                 hostile(input, &raw, format!("hard link to `{raw_target}` leaves the image root"))
             })?;
-            if !wants(&path, mode & 0o111 != 0) {
+            if selector.keep(&path, mode & 0o111 != 0) == Keep::Nothing {
                 fs.shadow(&path, input.index);
                 return Ok(());
             }
-            match fs.read(&target) {
-                Some(file) if file.layer == input.index => {
-                    let (data, mode) = (file.data.clone(), file.mode);
-                    report.kept_files += 1;
-                    fs.insert_file(path, data, mode, input.index);
-                }
-                _ => {
-                    report
-                        .warnings
-                        .push(format!("{path}: hard link to {target}, which was not kept; not cataloged"));
-                    fs.shadow(&path, input.index);
-                }
+            if fs.link(path.clone(), &target, input.index) {
+                report.kept_files += 1;
+            } else {
+                report
+                    .warnings
+                    .push(format!("{path}: hard link to {target}, which was not kept; not cataloged"));
+                fs.shadow(&path, input.index);
             }
         }
         tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {

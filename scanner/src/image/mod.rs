@@ -5,7 +5,7 @@ pub mod fs;
 pub mod layer;
 pub mod source;
 
-pub use fs::{FileRef, ImageFs};
+pub use fs::{CatalogedRef, FileRef, Findings, ImageFs, Keep, Selector};
 pub use layer::{LayerError, LayerReport, Limits};
 pub use source::{
     DigestKind, Image, Layer, fetch_registry, fetch_registry_with_progress, open_docker_archive,

@@ -4,8 +4,10 @@
 //! Every source resolves to an [`Image`]: its identity (reference, digest,
 //! platform, labels) and its layers as byte ranges of local files. Registry
 //! blobs are downloaded into a scratch folder first (the only place the
-//! scanner writes), named by digest, so a warm scan reuses them; their
-//! digests are checked while the layers are read.
+//! scanner writes under a name, besides the unnamed temporary file layers'
+//! executables are cataloged from: see [`super::layer`]), named by digest,
+//! so a warm scan reuses them; their digests are checked while the layers
+//! are read.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -13,7 +15,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::fs::{ImageFs, normalize};
+use super::fs::{ImageFs, Keep, Selector, normalize};
 use super::layer::{Budget, LayerError, LayerInput, LayerReport, Limits, apply_layer};
 use crate::progress::{Progress, Silent, Step};
 use patchpilot_registry::oci::{self, ImageConfig, ManifestOrIndex, PlatformChoice};
@@ -304,16 +306,16 @@ pub async fn fetch_registry_with_progress(
 /// Reads every layer of `image` into one merged view.
 pub fn read_layers(
     image: &Image,
-    wants: &dyn Fn(&str, bool) -> bool,
+    selector: &dyn Selector,
     limits: &Limits,
 ) -> Result<(ImageFs, Vec<LayerReport>), Error> {
-    read_layers_with_progress(image, wants, limits, &Silent)
+    read_layers_with_progress(image, selector, limits, &Silent)
 }
 
 /// [`read_layers`], reporting each layer read.
 pub fn read_layers_with_progress(
     image: &Image,
-    wants: &dyn Fn(&str, bool) -> bool,
+    selector: &dyn Selector,
     limits: &Limits,
     progress: &dyn Progress,
 ) -> Result<(ImageFs, Vec<LayerReport>), Error> {
@@ -336,7 +338,7 @@ pub fn read_layers_with_progress(
         let mut file = File::open(&loc.path).map_err(io(&loc.path))?;
         file.seek(SeekFrom::Start(loc.offset)).map_err(io(&loc.path))?;
         let input = LayerInput { index, name: &layer.digest, verify_digest: true };
-        let report = apply_layer(&mut fs, file.take(loc.len), &input, wants, limits, &mut budget)?;
+        let report = apply_layer(&mut fs, file.take(loc.len), &input, selector, limits, &mut budget)?;
         reports.push(report);
         step.tick();
     }
@@ -345,11 +347,14 @@ pub fn read_layers_with_progress(
 
 /// Reads a root filesystem directory as a one-layer image. Symlinks are
 /// recorded, never followed on the host; wanted files are read within the
-/// same limits as layers. The digest is a SHA-256 over the paths, sizes and
-/// contents of the files kept, so an unchanged tree keeps its identity.
+/// same limits as layers, and files kept as [`Keep::Findings`] are cataloged
+/// in place, through their own handle, as the walk finds them. The digest is
+/// a SHA-256 over the paths, sizes and contents of the files kept (for
+/// files cataloged in place, the SHA-256 of their contents, computed
+/// streaming), so an unchanged tree keeps its identity.
 pub fn read_rootfs(
     root: &Path,
-    wants: &dyn Fn(&str, bool) -> bool,
+    selector: &dyn Selector,
     limits: &Limits,
 ) -> Result<(Image, ImageFs, LayerReport), Error> {
     use sha2::Digest as _;
@@ -364,6 +369,9 @@ pub fn read_rootfs(
     let mut fs = ImageFs::new();
     let mut report = LayerReport::default();
     let mut kept = 0u64;
+    // Size and content digest of each file cataloged in place, for the
+    // image digest.
+    let mut in_place: BTreeMap<String, (u64, [u8; 32])> = BTreeMap::new();
     let mut pending = vec![(root.to_owned(), String::new())];
     while let Some((dir, rel)) = pending.pop() {
         let entries = std::fs::read_dir(&dir).map_err(io(&dir))?;
@@ -382,7 +390,8 @@ pub fn read_rootfs(
                 pending.push((host, path));
             } else if ft.is_file() {
                 let mode = meta.permissions().mode();
-                if !wants(&path, mode & 0o111 != 0) {
+                let keep = selector.keep(&path, mode & 0o111 != 0);
+                if keep == Keep::Nothing {
                     continue;
                 }
                 if meta.len() > limits.max_file {
@@ -390,6 +399,17 @@ pub fn read_rootfs(
                         "{path}: {} bytes is over the per-file limit; not cataloged",
                         meta.len()
                     ));
+                    continue;
+                }
+                if keep == Keep::Findings {
+                    let mut file = File::open(&host).map_err(io(&host))?;
+                    let mut hasher = sha2::Sha256::new();
+                    let len = std::io::copy(&mut file, &mut hasher).map_err(io(&host))?;
+                    let findings = selector.catalog(&path, mode & 0o111 != 0, &file);
+                    report.kept_files += 1;
+                    report.uncompressed_bytes += len;
+                    in_place.insert(path.clone(), (len, hasher.finalize().into()));
+                    fs.insert_cataloged(path, Arc::new(findings), mode, 0);
                     continue;
                 }
                 if kept + meta.len() > limits.max_kept {
@@ -412,12 +432,15 @@ pub fn read_rootfs(
             }
         }
     }
+    let mut contents: BTreeMap<&str, (u64, &[u8])> =
+        in_place.iter().map(|(path, (len, digest))| (path.as_str(), (*len, &digest[..]))).collect();
+    contents.extend(fs.files().map(|f| (f.path, (f.data.len() as u64, &f.data[..]))));
     let mut hasher = sha2::Sha256::new();
-    for f in fs.files() {
-        hasher.update(f.path.as_bytes());
+    for (path, (len, content)) in contents {
+        hasher.update(path.as_bytes());
         hasher.update([0]);
-        hasher.update((f.data.len() as u64).to_be_bytes());
-        hasher.update(&f.data[..]);
+        hasher.update(len.to_be_bytes());
+        hasher.update(content);
     }
     let digest = format!("sha256:{}", hex::encode(hasher.finalize()));
     let image = Image {

@@ -241,7 +241,8 @@ fn cdx_hash(hash: Hash<'_>) -> Value {
 pub fn cyclonedx(sbom: &Sbom<'_>, analyses: &BTreeMap<usize, Analysis>, serial: &str) -> Value {
     let assessment = sbom.assessment;
     let mut components = Vec::new();
-    let mut refs: BTreeMap<String, String> = BTreeMap::new();
+    // (purl, path) → bom-ref.
+    let mut refs: BTreeMap<(String, String), String> = BTreeMap::new();
     if let Some(os) = &assessment.os {
         components.push(json!({ "type": "operating-system", "bom-ref": OS_REF, "name": os.family, "version": os.version }));
     }
@@ -255,7 +256,7 @@ pub fn cyclonedx(sbom: &Sbom<'_>, analyses: &BTreeMap<usize, Analysis>, serial: 
             "type": "library", "bom-ref": bom_ref, "name": p.name, "version": p.version, "purl": purl,
             "properties": properties,
         }));
-        refs.insert(purl, bom_ref);
+        refs.insert((purl, p.path.clone()), bom_ref);
     }
 
     let mut image = json!({ "type": "container", "bom-ref": IMAGE_REF, "name": assessment.image, "version": assessment.digest.to_string() });
@@ -347,8 +348,17 @@ pub fn cyclonedx(sbom: &Sbom<'_>, analyses: &BTreeMap<usize, Analysis>, serial: 
                 .collect();
             // A finding's package is always cataloged; should one not be,
             // it affects nothing rather than a reference to no component.
-            let affects: Vec<Value> =
-                refs.get(&f.package.purl).map(|r| json!({ "ref": r })).into_iter().collect();
+            // The component at the finding's path; a finding without one
+            // affects every component of its purl.
+            let exact = refs.get(&(f.package.purl.clone(), f.package.path.clone()));
+            let affects: Vec<Value> = match exact {
+                Some(r) => vec![json!({ "ref": r })],
+                None => refs
+                    .iter()
+                    .filter(|((purl, _), _)| *purl == f.package.purl)
+                    .map(|(_, r)| json!({ "ref": r }))
+                    .collect(),
+            };
             let mut v = json!({
                 "bom-ref": format!("vuln-{i}"),
                 "id": f.id,

@@ -4,7 +4,8 @@
 //! ([`spdx`]), and a table for terminals.
 //!
 //! The two SBOM formats describe the same things from one [`Sbom`]: the
-//! image, the distribution, every cataloged package once (by purl), and
+//! image, the distribution, every cataloged package once per path (by purl
+//! and path), and
 //! what PatchPilot truly knows about them. What it does not know (licences,
 //! per-package checksums, package-to-package dependencies) they leave out or
 //! mark as not asserted rather than guess.
@@ -81,16 +82,20 @@ impl Sbom<'_> {
         self.assessment.os.as_ref().map(patchpilot_model::purl::Distro::from)
     }
 
-    /// Every package once, with its purl, in catalog order: two catalog
-    /// entries with one purl (the same package found twice) are one
-    /// component, as findings refer to packages by purl.
+    /// Every package once per place it was found, with its purl, in
+    /// catalog order: two catalog entries with one purl and one path (the
+    /// same package found twice, in two layers) are one component, while
+    /// one purl at two paths is two, each with its path: Go's `stdlib` is
+    /// compiled into every Go binary and must be replaced in each, and syft
+    /// reports one per binary too. Findings name their package's purl and
+    /// path.
     fn distinct_packages(&self) -> Vec<(&Package, String)> {
         let mut seen = BTreeSet::new();
         self.packages
             .iter()
             .filter_map(|p| {
                 let purl = p.purl(self.distro());
-                seen.insert(purl.clone()).then_some((p, purl))
+                seen.insert((purl.clone(), p.path.as_str())).then_some((p, purl))
             })
             .collect()
     }
