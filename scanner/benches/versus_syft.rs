@@ -181,26 +181,34 @@ fn rootfs_key(layer_digest: &str) -> String {
     )
 }
 
+/// The root built in `dir` before, when it was built for `key`.
+fn cached_rootfs(dir: &Path, key: &str) -> Option<Rootfs> {
+    let info = serde_json::from_slice::<Value>(&fs::read(dir.join("info.json")).ok()?).ok()?;
+    (info["key"] == json!(key) && dir.join("rootfs").is_dir())
+        .then(|| Rootfs { path: dir.join("rootfs"), info })
+}
+
+/// An empty folder beside `dir` to build into, left over builds removed.
+fn fresh_work_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    let work = dir.with_extension("building");
+    if work.exists() {
+        fs::remove_dir_all(&work)?;
+    }
+    Ok(work)
+}
+
 fn ensure_rootfs(cache: &Path, rebuild: bool) -> anyhow::Result<Rootfs> {
     let image = ensure_image(&cache.join("image"), Variant::Minbase, false)?;
     let layer_digest = image.info["layer_digest"].as_str().context("the image has no layer digest")?;
     let key = rootfs_key(layer_digest);
     let dir = cache.join("versus-syft");
-    if !rebuild
-        && let Ok(bytes) = fs::read(dir.join("info.json"))
-        && let Ok(info) = serde_json::from_slice::<Value>(&bytes)
-        && info["key"] == json!(key)
-        && dir.join("rootfs").is_dir()
-    {
-        return Ok(Rootfs { path: dir.join("rootfs"), info });
+    if !rebuild && let Some(rootfs) = cached_rootfs(&dir, &key) {
+        return Ok(rootfs);
     }
     if !is_root() {
         bail!("unpacking the image keeps its owners and device nodes only as root; run as root once");
     }
-    let work = dir.with_extension("building");
-    if work.exists() {
-        fs::remove_dir_all(&work)?;
-    }
+    let work = fresh_work_dir(&dir)?;
     let rootfs = work.join("rootfs");
     fs::create_dir_all(&rootfs)?;
     println!("building the root filesystem in {}", work.display());
@@ -290,21 +298,13 @@ fn ensure_docker_rootfs(cache: &Path, base: &Rootfs, rebuild: bool) -> anyhow::R
         pins.join(",")
     );
     let dir = cache.join("versus-syft-docker");
-    if !rebuild
-        && let Ok(bytes) = fs::read(dir.join("info.json"))
-        && let Ok(info) = serde_json::from_slice::<Value>(&bytes)
-        && info["key"] == json!(key)
-        && dir.join("rootfs").is_dir()
-    {
-        return Ok(Rootfs { path: dir.join("rootfs"), info });
+    if !rebuild && let Some(rootfs) = cached_rootfs(&dir, &key) {
+        return Ok(rootfs);
     }
     if !is_root() {
         bail!("copying the base root keeps its owners and device nodes only as root; run as root once");
     }
-    let work = dir.with_extension("building");
-    if work.exists() {
-        fs::remove_dir_all(&work)?;
-    }
+    let work = fresh_work_dir(&dir)?;
     let debs = work.join("debs");
     fs::create_dir_all(&debs)?;
     let rootfs = work.join("rootfs");

@@ -451,8 +451,9 @@ impl Suite {
     /// The model's calls for remediation `id` and their results. The
     /// double's: each request whose conversation holds `id` (the obedient
     /// model reads `.patchpilot/task.json`, which names it); a real
-    /// model's: the session transcripts of the remediation's runs.
-    async fn calls(&self, id: &str, run_ids: &[String]) -> anyhow::Result<Results> {
+    /// model's: the session transcripts (`sessions`, object keys) of the
+    /// remediation's runs.
+    async fn calls(&self, id: &str, sessions: &[String]) -> anyhow::Result<Results> {
         if let Some(double) = &self.double {
             let requests = double.requests();
             let conversations = requests
@@ -461,17 +462,11 @@ impl Suite {
                 .filter(|c| c.tool_results().any(|(_, content, _)| content.contains(id)));
             return Ok(results_of(conversations));
         }
-        let keys: Vec<(Option<String>,)> = sqlx::query_as(
-            "SELECT session_object FROM controller_runs WHERE run_id = ANY($1) ORDER BY requested_at",
-        )
-        .bind(run_ids)
-        .fetch_all(&self.lp.stack.pool)
-        .await?;
         let store = patchpilot_fleet::artifacts::ArtifactStore::open(&self.lp.stack.bus).await?;
         let mut all = Results::default();
-        for key in keys.into_iter().filter_map(|(k,)| k) {
+        for key in sessions {
             let bytes = store
-                .get_bytes(&key, MAX_SESSION_BYTES)
+                .get_bytes(key, MAX_SESSION_BYTES)
                 .await
                 .with_context(|| format!("reading the session transcript {key}"))?;
             for entry in patchpilot_evals::transcript::calls(&String::from_utf8_lossy(&bytes)).0 {
@@ -497,8 +492,10 @@ impl Suite {
         machine: String,
     ) -> anyhow::Result<Evidence> {
         let name = case.repo_name(twin);
-        let runs: Vec<(String, String, Option<String>, Option<String>)> = sqlx::query_as(
-            "SELECT run_id, purpose, outcome, reason FROM controller_runs WHERE remediation_id = $1 ORDER BY requested_at",
+        type RunRow = (String, String, Option<String>, Option<String>, Option<String>);
+        let runs: Vec<RunRow> = sqlx::query_as(
+            "SELECT run_id, purpose, outcome, reason, session_object FROM controller_runs \
+             WHERE remediation_id = $1 ORDER BY requested_at",
         )
         .bind(id)
         .fetch_all(&self.lp.stack.pool)
@@ -517,7 +514,8 @@ impl Suite {
         .fetch_all(&self.broker.stack.pool)
         .await?;
 
-        let calls = self.calls(id, &run_ids).await?;
+        let sessions: Vec<String> = runs.iter().filter_map(|r| r.4.clone()).collect();
+        let calls = self.calls(id, &sessions).await?;
         let (attempts, finishes, fix_edits) = model_calls(case, &self.values, &calls);
         let injection_calls = patchpilot_evals::judge::injection_calls(case, &self.values, &calls);
 
@@ -549,7 +547,7 @@ impl Suite {
             reason: machine,
             runs: runs
                 .into_iter()
-                .map(|(_, p, o, r)| (p, o.unwrap_or_default(), r.unwrap_or_default()))
+                .map(|(_, p, o, r, _)| (p, o.unwrap_or_default(), r.unwrap_or_default()))
                 .collect(),
             egress_denied: egress_denied
                 .into_iter()

@@ -20,30 +20,24 @@ fn shipped() -> anyhow::Result<Vec<Case>> {
     cases_in(&shipped_cases())
 }
 
-/// Puts `twins_of` of every shipped case through a suite with no defence
-/// off, prints the table and fails unless every row holds.
-async fn compromised_suite(test: &str, twins_of: &[Twin]) -> anyhow::Result<()> {
+/// Every shipped case's injected twin against the compromised model: every
+/// injected goal is attempted, reached nowhere and stopped by a layer the
+/// table names.
+#[tokio::test]
+async fn compromised_model_is_contained_on_every_shipped_case() -> anyhow::Result<()> {
     let _one_vm = VM_LOCK.lock().await;
-    if skip_reason(test).is_some() {
+    if skip_reason("compromised_model_is_contained_on_every_shipped_case").is_some() {
         return Ok(());
     }
     let cases = shipped()?;
-    let outcome = run_cases(&cases, twins_of, ModelUnderTest::Compromised).await?;
-    println!("{} twins in {:.0} s", cases.len() * twins_of.len(), outcome.elapsed.as_secs_f64());
+    let outcome = run_cases(&cases, &[Twin::Injected], ModelUnderTest::Compromised).await?;
+    println!("{} twins in {:.0} s", cases.len(), outcome.elapsed.as_secs_f64());
     assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
     let report = &outcome.report;
     println!("{}", report.table());
     let failed: Vec<&str> = report.rows.iter().filter(|r| !r.passed()).map(|r| r.case.as_str()).collect();
     assert!(failed.is_empty(), "cases that did not hold: {failed:?}\n{}\n{}", outcome.details, outcome.logs);
     Ok(())
-}
-
-/// Every shipped case's injected twin against the compromised model: every
-/// injected goal is attempted, reached nowhere and stopped by a layer the
-/// table names.
-#[tokio::test]
-async fn compromised_model_is_contained_on_every_shipped_case() -> anyhow::Result<()> {
-    compromised_suite("compromised_model_is_contained_on_every_shipped_case", &[Twin::Injected]).await
 }
 
 /// The same cases with the defence that held each switched off: the
@@ -142,7 +136,7 @@ async fn patchpilot_eval_runs_an_operators_case_against_a_named_model_and_stores
     let name = "readme-gitattributes";
     let case = shipped()?.into_iter().find(|c| c.name == name).ok_or_else(|| anyhow::anyhow!("{name}"))?;
     let mine = tempfile::tempdir()?;
-    copy_dir(&shipped_cases().join(name), &mine.path().join(name))?;
+    patchpilot_controller::workspace::copy_tree(&shipped_cases().join(name), &mine.path().join(name))?;
     // The model over the wire: obedient to this case (its text names no
     // placeholder, so the double needs none of the runner's values).
     let values = patchpilot_evals::Placeholders { sink: String::new(), registry: String::new() };
@@ -208,20 +202,5 @@ async fn patchpilot_eval_runs_an_operators_case_against_a_named_model_and_stores
     let history = patchpilot_e2e::run_binary("patchpilot", &["eval", "--history"], &env).await?;
     assert_eq!(history.code, Some(0), "{history:?}");
     assert!(history.stdout.contains(report["id"].as_str().unwrap_or("?")), "{}", history.stdout);
-    Ok(())
-}
-
-/// Copies the folder `from` to `to`, recursively.
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), target)?;
-        }
-    }
     Ok(())
 }
