@@ -266,14 +266,31 @@ pub async fn remediate(workspace: &Path, task: &Task, options: &Options) -> RunR
         (format!("{}:before", options.image_prefix), format!("{}:after", options.image_prefix));
     let baseline: Vec<Finding>;
     let baseline_kind;
+    let before_started = Instant::now();
     match builder.build_and_scan(&context, &text, &before_tag, &scans).await {
         Ok(before) => {
+            // The baseline's build is a command the run ran, and under TCG
+            // one of its longest: the report keeps it with the others.
+            commands.push(build_command(
+                &before_tag,
+                &task.dockerfile,
+                Some(0),
+                before.build_time,
+                String::new(),
+            ));
             baseline = before.scanned.assessment.findings.clone();
             baseline_kind = "the original Dockerfile, rebuilt".to_owned();
             result.baseline = baseline.clone();
             builder.remove(&before_tag).await;
         }
         Err(e) => {
+            commands.push(build_command(
+                &before_tag,
+                &task.dockerfile,
+                Some(1),
+                before_started.elapsed(),
+                crate::remediate::first_lines(&e.to_string(), 3),
+            ));
             let mut known: Vec<Finding> = task.findings.clone();
             if let Some(base) = &plan.current_base {
                 known.extend(base.assessment.findings.iter().cloned());

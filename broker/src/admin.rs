@@ -18,6 +18,23 @@ pub struct AdminClient {
     http: reqwest::Client,
 }
 
+/// An HTTP client for `what` that presents `endpoint`'s identity to the
+/// broker and trusts only its CA: never a redirect, never a proxy.
+pub(crate) fn client(
+    endpoint: &BrokerEndpoint,
+    builder: reqwest::ClientBuilder,
+    what: &str,
+) -> Result<reqwest::Client, Error> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let tls = mtls::client_config(&endpoint.tls).map_err(Error::Tls)?;
+    builder
+        .use_preconfigured_tls((*tls).clone())
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .map_err(|source| Error::Client { what: what.into(), source })
+}
+
 fn transport(what: &'static str) -> impl FnOnce(reqwest::Error) -> Error {
     move |e| Error::AdminTransport { what, source: std::io::Error::other(e) }
 }
@@ -26,15 +43,8 @@ impl AdminClient {
     /// A client for `endpoint`; `None` when it has no URL.
     pub fn new(endpoint: &BrokerEndpoint) -> Result<Option<AdminClient>, Error> {
         let Some(base) = &endpoint.url else { return Ok(None) };
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let tls = mtls::client_config(&endpoint.tls).map_err(Error::Tls)?;
-        let http = reqwest::Client::builder()
-            .use_preconfigured_tls((*tls).clone())
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|source| Error::Client { what: "the broker's admin face".into(), source })?;
+        let builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
+        let http = client(endpoint, builder, "the broker's admin face")?;
         Ok(Some(AdminClient { base: base.clone(), http }))
     }
 

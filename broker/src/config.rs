@@ -41,6 +41,10 @@ pub struct BrokerConfig {
     pub upstream_timeout_secs: u64,
     /// The largest request or response body relayed, in bytes.
     pub max_body_bytes: usize,
+    /// The connections the retro aggregator may mint capabilities for, for
+    /// its digest's summary; empty (the default): its identity may mint
+    /// nothing.
+    pub retro_connections: Vec<ConnectionName>,
 }
 
 impl Default for BrokerConfig {
@@ -53,6 +57,7 @@ impl Default for BrokerConfig {
             budget: Budget { requests: 500, bytes: 64 << 20, model_tokens: 2_000_000 },
             upstream_timeout_secs: 300,
             max_body_bytes: 8 << 20,
+            retro_connections: Vec::new(),
         }
     }
 }
@@ -209,6 +214,12 @@ impl Validate for BrokerConfig {
         for (name, connection) in &self.connections {
             let at = key(&key(prefix, "connections"), name.as_str());
             connection.validate(&at)?;
+        }
+        if let Some(name) = self.retro_connections.iter().find(|n| !self.connections.contains_key(*n)) {
+            return Err(config::Error::invalid(
+                key(prefix, "retro_connections"),
+                format!("{:?} is not a configured connection", name.as_str()),
+            ));
         }
         Ok(())
     }

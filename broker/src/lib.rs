@@ -40,6 +40,8 @@
 //!   calls through a terminator, the worker's mint and revoke).
 //! - [`terminator`]: the host end of a VM's broker port.
 //! - [`admin`]: the sandbox worker's client for minting and revoking.
+//! - [`service`]: the retro aggregator's own calls, under a capability of
+//!   its own.
 //!
 //! # Must never
 //!
@@ -55,6 +57,7 @@ pub mod metrics;
 pub mod relay;
 pub mod route;
 pub mod server;
+pub mod service;
 pub mod store;
 pub mod terminator;
 

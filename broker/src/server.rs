@@ -13,9 +13,18 @@
 //!   (revoke), `POST /admin/v1/sweep` ([`SweepRequest`]). A request that
 //!   carries a run header is guest traffic and never reaches these, even if
 //!   a terminator let one through.
+//!
+//! One more client may connect: the retro aggregator
+//! ([`identity::RETRO`]), for its digest's optional summary. It uses both
+//! faces for itself alone, told apart by the role its certificate proved
+//! ([`mtls::PeerRole`]): it mints, calls with, revokes and sweeps only run
+//! ids under [`identity::RETRO_RUN_PREFIX`] and the worker
+//! [`identity::RETRO_WORKER`], for the connections
+//! `broker.retro_connections` lists; a terminator may touch none of those.
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -65,10 +74,11 @@ impl Broker {
             .with_state(self.relay.clone())
     }
 
-    /// Serves on `listener` until `shutdown`, to terminators only
-    /// ([`mtls::serve`]); requests in flight finish first.
+    /// Serves on `listener` until `shutdown`, to terminators and the retro
+    /// aggregator only ([`mtls::serve`]); requests in flight finish first.
     pub async fn serve(&self, listener: TcpListener, shutdown: CancellationToken) {
-        mtls::serve(listener, self.tls.clone(), identity::TERMINATOR, self.router(), shutdown).await;
+        const CLIENTS: &[&str] = &[identity::TERMINATOR, identity::RETRO];
+        mtls::serve(listener, self.tls.clone(), CLIENTS, self.router(), shutdown).await;
     }
 }
 
@@ -83,6 +93,30 @@ fn valid_run_id(run: &str) -> bool {
         && run.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
+/// Whether a client of `role` may act for `run_id` (minted by `worker`):
+/// the retro aggregator only for its own runs, a terminator never for
+/// those. `None` when it may, else why not.
+fn outside_zone(role: mtls::PeerRole, run_id: Option<&str>, worker: Option<&str>) -> Option<String> {
+    let retro_run = run_id.map(|r| r.starts_with(identity::RETRO_RUN_PREFIX));
+    let retro_worker = worker.map(|w| w == identity::RETRO_WORKER);
+    let retro = role.0 == identity::RETRO;
+    if retro_run.is_some_and(|r| r != retro) {
+        return Some(format!(
+            "run ids under {:?} are the retro aggregator's{}",
+            identity::RETRO_RUN_PREFIX,
+            if retro { ", and it has no other" } else { "" }
+        ));
+    }
+    if retro_worker.is_some_and(|w| w != retro) {
+        return Some(format!(
+            "the worker {:?} is the retro aggregator's{}",
+            identity::RETRO_WORKER,
+            if retro { ", and it has no other" } else { "" }
+        ));
+    }
+    None
+}
+
 fn run_header(headers: &HeaderMap) -> Option<String> {
     let run = headers.get(RUN_HEADER)?.to_str().ok()?;
     valid_run_id(run).then(|| run.to_owned())
@@ -90,17 +124,19 @@ fn run_header(headers: &HeaderMap) -> Option<String> {
 
 async fn guest_call_root(
     state: State<Arc<Relay>>,
+    role: Extension<mtls::PeerRole>,
     Path(connection): Path<String>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    relay_call(state, connection, "/".to_owned(), method, uri, headers, body).await
+    relay_call(state, role, connection, "/".to_owned(), method, uri, headers, body).await
 }
 
 async fn guest_call(
     state: State<Arc<Relay>>,
+    role: Extension<mtls::PeerRole>,
     Path((connection, _)): Path<(String, String)>,
     method: Method,
     uri: Uri,
@@ -112,11 +148,13 @@ async fn guest_call(
     let raw = uri.path();
     let prefix_len = crate::CALL_PREFIX.len() + connection.len();
     let path = raw.get(prefix_len..).filter(|p| p.starts_with('/')).unwrap_or("").to_owned();
-    relay_call(state, connection, path, method, uri, headers, body).await
+    relay_call(state, role, connection, path, method, uri, headers, body).await
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn relay_call(
     State(relay): State<Arc<Relay>>,
+    Extension(role): Extension<mtls::PeerRole>,
     connection: String,
     path: String,
     method: Method,
@@ -127,6 +165,10 @@ async fn relay_call(
     let Some(run_id) = run_header(&headers) else {
         return guest_response(refusal_response(BrokerRefusal::CapabilityInvalid, None));
     };
+    if let Some(why) = outside_zone(role, Some(&run_id), None) {
+        tracing::warn!(%run_id, client = role.0, why, "call refused");
+        return guest_response(refusal_response(BrokerRefusal::CapabilityInvalid, None));
+    }
     let call =
         GuestCall { run_id, method, connection, path, query: uri.query().map(str::to_owned), headers, body };
     guest_response(relay.call(call).await)
@@ -136,7 +178,12 @@ fn admin_refused(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-async fn mint(State(relay): State<Arc<Relay>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn mint(
+    State(relay): State<Arc<Relay>>,
+    Extension(role): Extension<mtls::PeerRole>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if headers.contains_key(RUN_HEADER) {
         return guest_response(refusal_response(BrokerRefusal::RouteDenied, None));
     }
@@ -149,7 +196,18 @@ async fn mint(State(relay): State<Arc<Relay>>, headers: HeaderMap, body: Bytes) 
     if let Err(reason) = patchpilot_model::sandbox::check_run_id(&request.run_id) {
         return admin_refused(StatusCode::BAD_REQUEST, format!("run_id: {reason}"));
     }
+    if let Some(why) = outside_zone(role, Some(&request.run_id), Some(&request.worker)) {
+        return admin_refused(StatusCode::FORBIDDEN, why);
+    }
     let config = relay.config();
+    if role.0 == identity::RETRO
+        && let Some(name) = request.connections.iter().find(|n| !config.retro_connections.contains(n))
+    {
+        return admin_refused(
+            StatusCode::FORBIDDEN,
+            format!("connections: {name:?} is not in broker.retro_connections"),
+        );
+    }
     let mut connections = Vec::new();
     for name in &request.connections {
         match config.connections.get(name) {
@@ -173,9 +231,17 @@ async fn mint(State(relay): State<Arc<Relay>>, headers: HeaderMap, body: Bytes) 
     }
 }
 
-async fn revoke(State(relay): State<Arc<Relay>>, Path(run_id): Path<String>, headers: HeaderMap) -> Response {
+async fn revoke(
+    State(relay): State<Arc<Relay>>,
+    Extension(role): Extension<mtls::PeerRole>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     if headers.contains_key(RUN_HEADER) {
         return guest_response(refusal_response(BrokerRefusal::RouteDenied, None));
+    }
+    if let Some(why) = outside_zone(role, Some(&run_id), None) {
+        return admin_refused(StatusCode::FORBIDDEN, why);
     }
     relay.forget(&run_id);
     match relay.store().revoke(&run_id).await {
@@ -187,7 +253,12 @@ async fn revoke(State(relay): State<Arc<Relay>>, Path(run_id): Path<String>, hea
     }
 }
 
-async fn sweep(State(relay): State<Arc<Relay>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn sweep(
+    State(relay): State<Arc<Relay>>,
+    Extension(role): Extension<mtls::PeerRole>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if headers.contains_key(RUN_HEADER) {
         return guest_response(refusal_response(BrokerRefusal::RouteDenied, None));
     }
@@ -197,6 +268,9 @@ async fn sweep(State(relay): State<Arc<Relay>>, headers: HeaderMap, body: Bytes)
             return admin_refused(StatusCode::BAD_REQUEST, format!("the sweep request does not parse: {e}"));
         }
     };
+    if let Some(why) = outside_zone(role, None, Some(&request.worker)) {
+        return admin_refused(StatusCode::FORBIDDEN, why);
+    }
     match relay.store().sweep(&request.worker).await {
         Ok(runs) => {
             for run in &runs {

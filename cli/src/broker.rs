@@ -33,7 +33,7 @@ pub fn run(config: &crate::config::CliConfig, command: Command) -> anyhow::Resul
                     .parent()
                     .map_or_else(|| PathBuf::from("broker-pki"), |p| p.join("broker-pki"))
             });
-            let roles = [identity::BROKER, identity::TERMINATOR, identity::GATEWAY];
+            let roles = [identity::BROKER, identity::TERMINATOR, identity::GATEWAY, identity::RETRO];
             patchpilot_fleet::mtls::init(&dir, &roles)?;
             println!("wrote a local CA and identities to {}", dir.display());
             for role in roles {
@@ -41,7 +41,8 @@ pub fn run(config: &crate::config::CliConfig, command: Command) -> anyhow::Resul
             }
             println!("  ca: ca.pem (ca.key stays with the operator)");
             println!(
-                "point [broker.tls], [sandbox.broker.tls], [gateway.tls] and [broker.gateway.tls] at them"
+                "point [broker.tls], [sandbox.broker.tls], [gateway.tls] and [broker.gateway.tls] at them \
+                 ([retro.summary.broker.tls] too, to have a model summarise the retro digest)"
             );
             Ok(ExitCode::SUCCESS)
         }

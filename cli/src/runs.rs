@@ -205,9 +205,8 @@ pub async fn run(config: &CliConfig, command: Command) -> anyhow::Result<ExitCod
 /// `runs show RUN --calls`: the broker's record of the run's calls, oldest
 /// first: connection, method, route, what the guest got and why.
 async fn show_calls(pool: &sqlx::PgPool, run: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let ready: bool = sqlx::query_scalar("SELECT to_regclass('public.broker_calls') IS NOT NULL")
-        .fetch_one(pool)
-        .await?;
+    let ready: bool =
+        sqlx::query_scalar("SELECT to_regclass('public.broker_calls') IS NOT NULL").fetch_one(pool).await?;
     let calls = if ready { patchpilot_broker::store::calls(pool, run).await? } else { Vec::new() };
     if json {
         println!("{}", serde_json::to_string_pretty(&calls)?);
@@ -219,7 +218,9 @@ async fn show_calls(pool: &sqlx::PgPool, run: &str, json: bool) -> anyhow::Resul
     }
     for c in &calls {
         let outcome = match c.refusal {
-            Some(refusal) => format!("refused {refusal}: {}", printable(c.reason.as_deref().unwrap_or(""), 120)),
+            Some(refusal) => {
+                format!("refused {refusal}: {}", printable(c.reason.as_deref().unwrap_or(""), 120))
+            }
             None => format!("upstream {}", c.upstream_status.map_or("-".to_owned(), |s| s.to_string())),
         };
         println!(
@@ -321,13 +322,14 @@ fn render_run(view: &ShowView) -> String {
             line(
                 "",
                 format!(
-                    "{} model call(s), {} in / {} out tokens, {} tool call(s); {} in the model, {} in tools",
+                    "{} model call(s), {} in / {} out tokens, {} tool call(s); {} in the model, {} in tools ({} of it building and rescanning)",
                     a.model_calls,
                     a.input_tokens,
                     a.output_tokens,
                     a.tool_calls,
                     millis(a.model_ms),
-                    millis(a.tool_ms)
+                    millis(a.tool_ms),
+                    millis(a.build_ms)
                 ),
             );
         }

@@ -329,18 +329,27 @@ impl SlackWebhook {
                 "text": {"type": "mrkdwn", "text": truncate(&format!("*{title}*\n{}", escape(&value)), 3000)}
             })
         };
+        let mut blocks = vec![
+            serde_json::json!({
+                "type": "header",
+                "text": {"type": "plain_text", "text": "PatchPilot: fleet retrospectives"}
+            }),
+            section("Period", std::slice::from_ref(&lines.period)),
+        ];
+        if let Some(summary) = &lines.summary {
+            blocks.push(section(
+                "Summary (a model's, from the rows below: check it against them)",
+                std::slice::from_ref(summary),
+            ));
+        }
+        blocks.extend([
+            section("Top problems", &lines.clusters),
+            section("Hot spots", &lines.hot_spots),
+            section("Tools to consider for the guest image", &lines.tools),
+        ]);
         serde_json::json!({
             "text": escape(&truncate(&text, 3000)),
-            "blocks": [
-                {
-                    "type": "header",
-                    "text": {"type": "plain_text", "text": "PatchPilot: fleet retrospectives"}
-                },
-                section("Period", std::slice::from_ref(&lines.period)),
-                section("Top problems", &lines.clusters),
-                section("Hot spots", &lines.hot_spots),
-                section("Tools to consider for the guest image", &lines.tools),
-            ]
+            "blocks": blocks,
         })
     }
 
@@ -359,6 +368,9 @@ struct DigestLines {
     clusters: Vec<String>,
     hot_spots: Vec<String>,
     tools: Vec<String>,
+    /// The model's summary, one line, with its model named: text a model
+    /// wrote over guest text, shown as that.
+    summary: Option<String>,
 }
 
 fn digest_lines(d: &RetroDigest) -> DigestLines {
@@ -404,6 +416,10 @@ fn digest_lines(d: &RetroDigest) -> DigestLines {
             })
             .collect(),
         tools: d.tools.iter().map(|t| format!("{}: {} runs", flat(&t.tool, 60), t.runs)).collect(),
+        summary: d
+            .summary
+            .as_ref()
+            .map(|s| format!("by {}, unverified: {}", flat(&s.model, 80), flat(&s.text, 1_500))),
     }
 }
 
@@ -526,6 +542,9 @@ impl StdoutNotifier {
     pub fn digest_text(d: &RetroDigest) -> String {
         let lines = digest_lines(d);
         let mut out = format!("patchpilot: fleet retrospectives {}\n", lines.period);
+        if let Some(summary) = &lines.summary {
+            out.push_str(&format!("patchpilot:   summary {summary}\n"));
+        }
         for (title, rows) in
             [("problem", &lines.clusters), ("hot spot", &lines.hot_spots), ("tool to consider", &lines.tools)]
         {

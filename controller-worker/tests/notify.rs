@@ -333,11 +333,12 @@ async fn a_retro_digest_goes_from_the_aggregator_through_the_controllers_notifie
     };
 
     let every = Days::days(7);
-    let sent = patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now).await?;
+    let off = patchpilot_retro::summary::SummarySection::default();
+    let sent = patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now, &off).await?;
     let sent = sent.expect("the first digest is due at once");
     assert_eq!((sent.runs, sent.troubled_runs), (5, 5));
     let again =
-        patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now + Days::hours(1))
+        patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now + Days::hours(1), &off)
             .await?;
     assert_eq!(again, None, "sent this period already");
 
@@ -368,7 +369,8 @@ async fn a_retro_digest_goes_from_the_aggregator_through_the_controllers_notifie
     );
 
     // The next period: due again, another digest.
-    let next = patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now + every).await?;
+    let next =
+        patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now + every, &off).await?;
     let next = next.expect("due in the next period");
     assert_ne!(next.digest_id, sent.digest_id);
     patchpilot_e2e::wait_for("the second digest", std::time::Duration::from_secs(30), || async {

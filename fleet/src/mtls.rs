@@ -163,16 +163,23 @@ pub fn peer_is(peer: Option<&[CertificateDer<'_>]>, name: &str) -> bool {
 /// How long a client has to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The role a client proved with its certificate, one of those [`serve`]
+/// accepts, in every request's extensions: a server that accepts more than
+/// one role tells them apart by it, never by anything the client sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerRole(pub &'static str);
+
 /// Serves `app` over HTTP/1.1 on `listener` (bound by the caller) with
-/// `tls` until `shutdown`, to clients whose certificate names
-/// `client_role` only: any other client, even one the same CA issued, has
-/// its connection closed before any HTTP is read. On shutdown it stops
-/// accepting, lets requests in flight finish, and returns when every
+/// `tls` until `shutdown`, to clients whose certificate names one of
+/// `client_roles` only: any other client, even one the same CA issued, has
+/// its connection closed before any HTTP is read. Each request carries the
+/// role its client proved as a [`PeerRole`] extension. On shutdown it
+/// stops accepting, lets requests in flight finish, and returns when every
 /// connection has closed.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
-    client_role: &'static str,
+    client_roles: &'static [&'static str],
     app: axum::Router,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
@@ -193,7 +200,7 @@ pub async fn serve(
                 }
             },
         };
-        tasks.spawn(connection(acceptor.clone(), stream, peer, client_role, app.clone(), shutdown.clone()));
+        tasks.spawn(connection(acceptor.clone(), stream, peer, client_roles, app.clone(), shutdown.clone()));
     }
     tasks.close();
     tasks.wait().await;
@@ -203,7 +210,7 @@ async fn connection(
     acceptor: tokio_rustls::TlsAcceptor,
     stream: tokio::net::TcpStream,
     peer: std::net::SocketAddr,
-    client_role: &'static str,
+    client_roles: &'static [&'static str],
     app: axum::Router,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
@@ -219,11 +226,13 @@ async fn connection(
             return;
         }
     };
-    if !peer_is(tls.get_ref().1.peer_certificates(), client_role) {
-        tracing::warn!(%peer, expected = client_role, "closed a connection from a client of another role");
+    let proved = client_roles.iter().find(|role| peer_is(tls.get_ref().1.peer_certificates(), role));
+    let Some(&role) = proved else {
+        tracing::warn!(%peer, expected = ?client_roles, "closed a connection from a client of another role");
         let _ = tls.shutdown().await;
         return;
-    }
+    };
+    let app = app.layer(axum::Extension(PeerRole(role)));
     let service = hyper_util::service::TowerToHyperService::new(app);
     let conn = hyper::server::conn::http1::Builder::new()
         .serve_connection(hyper_util::rt::TokioIo::new(tls), service);

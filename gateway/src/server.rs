@@ -62,5 +62,5 @@ pub async fn serve(
     gateway: Gateway,
     shutdown: CancellationToken,
 ) {
-    mtls::serve(listener, tls, identity::BROKER, router(gateway), shutdown).await;
+    mtls::serve(listener, tls, &[identity::BROKER], router(gateway), shutdown).await;
 }

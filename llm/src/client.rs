@@ -111,6 +111,17 @@ pub struct ModelClient {
 impl ModelClient {
     /// A client for `config`.
     pub fn new(config: ClientConfig) -> Result<ModelClient, ModelError> {
+        ModelClient::build(config, None)
+    }
+
+    /// A client for `config` that sends with `http`: a caller's own
+    /// transport, such as a host service's mutual TLS to the broker. It
+    /// must not follow redirects.
+    pub fn with_http(config: ClientConfig, http: reqwest::Client) -> Result<ModelClient, ModelError> {
+        ModelClient::build(config, Some(http))
+    }
+
+    fn build(config: ClientConfig, http: Option<reqwest::Client>) -> Result<ModelClient, ModelError> {
         let base = config.base_url.trim_end_matches('/');
         let base = base.strip_suffix("/v1").unwrap_or(base);
         if !(base.starts_with("http://") || base.starts_with("https://")) {
@@ -130,13 +141,16 @@ impl ModelClient {
         // client is built; ring is the workspace's, and one already
         // installed (the caller's) is just as good.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(config.timeout)
-            // The provider, the broker, or a loopback double: never a
-            // redirect elsewhere.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|source| ModelError::Transport { url: endpoint.clone(), source })?;
+        let http = match http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .timeout(config.timeout)
+                // The provider, the broker, or a loopback double: never a
+                // redirect elsewhere.
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|source| ModelError::Transport { url: endpoint.clone(), source })?,
+        };
         Ok(ModelClient { config, endpoint, http })
     }
 

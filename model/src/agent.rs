@@ -251,6 +251,10 @@ pub struct AgentRecord {
     pub model_ms: u64,
     /// Time in tools, in milliseconds.
     pub tool_ms: u64,
+    /// Of `tool_ms`, the time spent building and rescanning images (the
+    /// `docker_build` and `scan_image` tools and the `rescan` gate), in
+    /// milliseconds: under TCG it dwarfs every other tool.
+    pub build_ms: u64,
     /// How the session ended, when there was one.
     pub end: Option<SessionEnd>,
     /// Why, in a sentence.

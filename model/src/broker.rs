@@ -31,6 +31,16 @@ pub mod identity {
     pub const BROKER: &str = "patchpilot-broker";
     /// The credential gateway.
     pub const GATEWAY: &str = "patchpilot-gateway";
+    /// The retro aggregator, the broker's one service client: it may mint
+    /// capabilities for itself alone (run ids under [`RETRO_RUN_PREFIX`],
+    /// worker [`RETRO_WORKER`]), for the connections `broker.retro_connections`
+    /// lists, to write its digest's optional summary.
+    pub const RETRO: &str = "patchpilot-retro";
+    /// The run-id prefix of the retro aggregator's own capabilities: it
+    /// can never mint, revoke or replace a sandbox run's.
+    pub const RETRO_RUN_PREFIX: &str = "retro-";
+    /// The worker name the retro aggregator mints under and sweeps.
+    pub const RETRO_WORKER: &str = "patchpilot-retro";
 }
 
 /// The name of a configured connection (`model`, `github`, `registry`):

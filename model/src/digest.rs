@@ -50,6 +50,22 @@ pub struct RetroDigest {
     pub hot_spots: Vec<DigestHotSpot>,
     /// Tools to consider for the guest image.
     pub tools: Vec<DigestTool>,
+    /// A model's summary of the rest, when the aggregator's summary is on
+    /// and the model answered.
+    pub summary: Option<DigestSummary>,
+}
+
+/// Most characters of a digest's summary.
+pub const MAX_SUMMARY_CHARS: usize = 4_000;
+
+/// A model's summary of a digest: model output over guest text, shown as
+/// such, never acted on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DigestSummary {
+    /// The model that wrote it.
+    pub model: String,
+    /// Plain text, at most [`MAX_SUMMARY_CHARS`] characters.
+    pub text: String,
 }
 
 /// A cluster in a digest.
@@ -127,6 +143,10 @@ impl From<&RetroDigest> for v1::RetroDigest {
                 .iter()
                 .map(|t| v1::RetroDigestTool { tool: t.tool.clone(), runs: t.runs })
                 .collect(),
+            summary: d
+                .summary
+                .as_ref()
+                .map(|s| v1::RetroDigestSummary { model: s.model.clone(), text: s.text.clone() }),
         }
     }
 }
@@ -171,6 +191,18 @@ impl TryFrom<v1::RetroDigest> for RetroDigest {
                 })
             })
             .collect::<Result<Vec<_>, ValidationError>>()?;
+        if let Some(s) = &m.summary {
+            let n = s.text.chars().count();
+            if n > MAX_SUMMARY_CHARS {
+                return Err(ValidationError::new(
+                    "summary.text",
+                    format!("{n} characters; at most {MAX_SUMMARY_CHARS}"),
+                ));
+            }
+            if s.model.trim().is_empty() {
+                return Err(ValidationError::new("summary.model", "must not be empty"));
+            }
+        }
         Ok(RetroDigest {
             digest_id: m.digest_id,
             since,
@@ -189,6 +221,7 @@ impl TryFrom<v1::RetroDigest> for RetroDigest {
                 })
                 .collect(),
             tools: m.tools.into_iter().map(|t| DigestTool { tool: t.tool, runs: t.runs }).collect(),
+            summary: m.summary.map(|s| DigestSummary { model: s.model, text: s.text }),
         })
     }
 }
@@ -222,6 +255,10 @@ mod tests {
                 top_problem: "make: command not found".into(),
             }],
             tools: vec![DigestTool { tool: "make".into(), runs: 4 }],
+            summary: Some(DigestSummary {
+                model: "gpt-test".into(),
+                text: "The Go module proxy timed out in most failed runs.".into(),
+            }),
         }
     }
 
@@ -242,5 +279,13 @@ mod tests {
         let mut m = v1::RetroDigest::from(&digest());
         std::mem::swap(&mut m.since, &mut m.until);
         assert_eq!(RetroDigest::from_wire(m).expect_err("refused").path, "until");
+        let mut m = v1::RetroDigest::from(&digest());
+        if let Some(s) = m.summary.as_mut() {
+            s.text = "x".repeat(MAX_SUMMARY_CHARS + 1);
+        }
+        assert_eq!(RetroDigest::from_wire(m).expect_err("refused").path, "summary.text");
+        let mut m = v1::RetroDigest::from(&digest());
+        m.summary = None;
+        assert_eq!(RetroDigest::from_wire(m).expect("no summary is fine").summary, None);
     }
 }

@@ -59,10 +59,15 @@ pub use assessment::{
     ASSESSMENT_SCHEMA, Assessment, AssessmentDocument, Cvss, Finding, FindingKey, ImageDigest,
     OperatingSystem, Package, Platform, Severity, SubmittedAssessment,
 };
-pub use digest::{DigestCluster, DigestHotSpot, DigestTool, DigestTrend, MAX_DIGEST_ROWS, RetroDigest};
+pub use digest::{
+    DigestCluster, DigestHotSpot, DigestSummary, DigestTool, DigestTrend, MAX_DIGEST_ROWS, MAX_SUMMARY_CHARS,
+    RetroDigest,
+};
 pub use error::{ErrorKind, IoError, ValidationError, error_chain, io};
 pub use event::Event;
-pub use remediation::{ImageSummary, JobReason, RemediationId, RemediationJob, RemediationState, RepositoryTarget};
+pub use remediation::{
+    ImageSummary, JobReason, RemediationId, RemediationJob, RemediationState, RepositoryTarget,
+};
 pub use report::{
     AgentOutcome, BaseRecord, CommandRun, EditRecord, FindingRef, PlanStats, Refusal, RefusalCategory,
     RunReport, StepRecord, Verification, VerificationRow, VerificationStatus,

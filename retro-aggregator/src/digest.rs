@@ -24,6 +24,7 @@ use crate::classify::Classification;
 use crate::record::RetroRecord;
 use crate::report::{Direction, ViewOptions, condense};
 use crate::store;
+use crate::summary::SummarySection;
 
 /// The `retro_digests` row of the periodic digest.
 const DIGEST_NAME: &str = "periodic";
@@ -164,6 +165,7 @@ pub fn build(
             .take(top)
             .map(|t| DigestTool { tool: t.tool.clone(), runs: t.runs as u64 })
             .collect(),
+        summary: None,
     }
 }
 
@@ -177,15 +179,18 @@ fn rising_first(direction: Direction) -> u8 {
 }
 
 /// Sends the digest of the period ending `now` if none was sent in the
-/// last `every`: builds it, publishes it on `RETRO_DIGESTS` and records
-/// the time, all under the `retro_digests` row's lock. Returns what it
-/// sent.
+/// last `every`: builds it, asks for its summary when `summary` is on,
+/// publishes it on `RETRO_DIGESTS` and records the time, all under the
+/// `retro_digests` row's lock (so a second aggregator waits out the model
+/// call rather than send the period too). A summary that fails is logged
+/// and left out. Returns what it sent.
 pub async fn send_if_due(
     pool: &PgPool,
     bus: &Bus,
     every: Duration,
     top: usize,
     now: DateTime<Utc>,
+    summary: &SummarySection,
 ) -> Result<Option<RetroDigest>, Error> {
     let mut tx = pool.begin().await?;
     sqlx::query("INSERT INTO retro_digests (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
@@ -201,7 +206,14 @@ pub async fn send_if_due(
         return Ok(None);
     }
     let records = store::load(pool, Some(now - every * (TREND_PERIODS + 1))).await?;
-    let digest = build(&records, now, every, top);
+    let mut digest = build(&records, now, every, top);
+    digest.summary = match crate::summary::summarise(summary, &digest).await {
+        Ok(written) => written,
+        Err(e) => {
+            tracing::warn!(error = %patchpilot_model::error_chain(&e), digest_id = %digest.digest_id, "the digest goes without its summary");
+            None
+        }
+    };
     bus.publish(&topics::RETRO_DIGESTS, None, &digest.digest_id, &digest).await?;
     sqlx::query("UPDATE retro_digests SET last_sent = $2, digest_id = $3 WHERE name = $1")
         .bind(DIGEST_NAME)
@@ -215,17 +227,24 @@ pub async fn send_if_due(
 
 /// Sends digests as they fall due until `shutdown`; returns at once when
 /// digests are off. A failure is logged and tried again at the next check.
-pub async fn run(pool: &PgPool, bus: &Bus, section: &DigestSection, shutdown: impl Future<Output = ()>) {
+pub async fn run(
+    pool: &PgPool,
+    bus: &Bus,
+    section: &DigestSection,
+    summary: &SummarySection,
+    shutdown: impl Future<Output = ()>,
+) {
     let Ok(Some(every)) = section.period() else { return };
     tracing::info!(every = %section.every.as_deref().unwrap_or_default(), "retro digests on");
     let check = std::time::Duration::from_secs(section.check_secs.max(1));
     tokio::pin!(shutdown);
     loop {
-        match send_if_due(pool, bus, every, section.top, Utc::now()).await {
+        match send_if_due(pool, bus, every, section.top, Utc::now(), summary).await {
             Ok(Some(digest)) => tracing::info!(
                 digest_id = %digest.digest_id,
                 clusters = digest.clusters.len(),
                 runs = digest.runs,
+                summary = digest.summary.is_some(),
                 "retro digest published"
             ),
             Ok(None) => {}

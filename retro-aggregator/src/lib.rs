@@ -16,6 +16,8 @@
 //!   repository instructions for an operator to approve.
 //! - [`digest`]: the optional periodic digest, published for the
 //!   controller's notifiers.
+//! - [`summary`]: the digest's optional summary by a model, through the
+//!   broker under a capability of the aggregator's own.
 //!
 //! Retrospective text comes from guests and models: it is data to count
 //! and show, never instructions. Nothing here changes the fleet's
@@ -30,6 +32,7 @@ pub mod report;
 pub mod service;
 pub mod signature;
 pub mod store;
+pub mod summary;
 
 pub use classify::{Category, Classification, classify};
 pub use record::RetroRecord;

@@ -13,6 +13,7 @@ use sqlx::PgPool;
 use crate::digest::DigestSection;
 use crate::record::RetroRecord;
 use crate::store;
+use crate::summary::SummarySection;
 
 /// The service.
 pub const SERVICE: ServiceSpec = ServiceSpec {
@@ -34,11 +35,18 @@ pub struct RetroSection {
     pub batch_size: usize,
     /// The periodic digest for the controller's notifiers (off by default).
     pub digest: DigestSection,
+    /// The digest's summary by a model through the broker (off by default).
+    pub summary: SummarySection,
 }
 
 impl Default for RetroSection {
     fn default() -> Self {
-        RetroSection { consumer: "retro".into(), batch_size: 64, digest: DigestSection::default() }
+        RetroSection {
+            consumer: "retro".into(),
+            batch_size: 64,
+            digest: DigestSection::default(),
+            summary: SummarySection::default(),
+        }
     }
 }
 
@@ -69,7 +77,7 @@ impl Validate for RetroSection {
         if self.digest.check_secs == 0 {
             return Err(config::Error::invalid(key(prefix, "digest.check_secs"), "must be above 0"));
         }
-        Ok(())
+        self.summary.validate(&key(prefix, "summary"))
     }
 }
 
@@ -162,9 +170,27 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), patchpilot_f
     }
     let intake = Intake::new(fleet.pool().clone(), stored);
     tracing::info!(consumer = %section.consumer, "retro aggregator starting");
+    // A capability minted for a summary and left live by a crash is
+    // revoked before any other is minted.
+    if section.summary.connection.is_some() {
+        match patchpilot_broker::service::ServiceSession::sweep(&section.summary.broker).await {
+            Ok(revoked) if !revoked.is_empty() => {
+                tracing::info!(?revoked, "revoked the summary capabilities a previous run left live")
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %patchpilot_model::error_chain(&e), "cannot sweep the summary's capabilities")
+            }
+        }
+    }
     // The digest runs beside the intake and stops with it.
-    let digests =
-        crate::digest::run(fleet.pool(), fleet.bus(), &section.digest, fleet.shutdown().cancelled());
+    let digests = crate::digest::run(
+        fleet.pool(),
+        fleet.bus(),
+        &section.digest,
+        &section.summary,
+        fleet.shutdown().cancelled(),
+    );
     let consumed = async {
         let r = fleet
             .consume(&spec, ConsumeOptions { batch_size: section.batch_size, concurrency: 1 }, &intake)

@@ -111,7 +111,7 @@ impl Upstream {
 }
 
 /// The roles `broker init` writes.
-pub const ROLES: &[&str] = &[identity::BROKER, identity::TERMINATOR, identity::GATEWAY];
+pub const ROLES: &[&str] = &[identity::BROKER, identity::TERMINATOR, identity::GATEWAY, identity::RETRO];
 
 /// A broker process with its PKI, stack and upstream.
 pub struct BrokerHarness {
@@ -150,13 +150,23 @@ impl BrokerHarness {
 
     /// (Re)starts the broker process with this configuration.
     pub async fn restart(&mut self, connections: &str, budget_requests: u64) -> anyhow::Result<()> {
+        self.restart_with("", connections, budget_requests).await
+    }
+
+    /// The same with `keys`, more lines of the `[broker]` table itself.
+    pub async fn restart_with(
+        &mut self,
+        keys: &str,
+        connections: &str,
+        budget_requests: u64,
+    ) -> anyhow::Result<()> {
         if let Some(mut old) = self.broker.take() {
             old.terminate(Duration::from_secs(10)).await?;
         }
         let tls = TlsFiles::in_dir(&self.pki, identity::BROKER);
         let connections = connections.replace("{upstream}", &self.upstream_addr.to_string());
         let config = format!(
-            "[broker]\nlisten = \"127.0.0.1:0\"\n\
+            "[broker]\nlisten = \"127.0.0.1:0\"\n{keys}\n\
              [broker.tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\
              [broker.budget]\nrequests = {budget_requests}\nbytes = 10000000\nmodel_tokens = 1000000\n{connections}",
             tls.ca, tls.cert, tls.key,

@@ -40,6 +40,7 @@ use tempfile::TempDir;
 
 pub mod alpine;
 pub mod broker;
+pub mod chain;
 pub mod controller_loop;
 pub mod evals;
 pub mod forge;

@@ -200,6 +200,7 @@ pub async fn continue_with_model<M: Model>(
         tool_calls: report.tool_calls,
         model_ms: report.model_ms,
         tool_ms: report.tool_ms,
+        build_ms: tools.build_time.as_millis() as u64,
         end: Some(report.end),
         end_reason: report.reason.clone(),
         gates: report.gates.clone(),

@@ -386,13 +386,14 @@ fn render_session(agent: &AgentRecord, transcript: Option<&Path>) -> String {
     let _ = writeln!(out, "session: {end} — {}", agent.end_reason);
     let _ = writeln!(
         out,
-        "usage: {} model calls, {} tool calls, {} input + {} output tokens; {:.1} s in the model, {:.1} s in tools",
+        "usage: {} model calls, {} tool calls, {} input + {} output tokens; {:.1} s in the model, {:.1} s in tools ({:.1} s of it building and rescanning)",
         agent.model_calls,
         agent.tool_calls,
         agent.input_tokens,
         agent.output_tokens,
         agent.model_ms as f64 / 1000.0,
-        agent.tool_ms as f64 / 1000.0
+        agent.tool_ms as f64 / 1000.0,
+        agent.build_ms as f64 / 1000.0
     );
     if agent.gates.is_empty() {
         let _ = writeln!(out, "gates: none ran (finish was not called)");

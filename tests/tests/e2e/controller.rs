@@ -19,14 +19,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use patchpilot_e2e::alpine::{advisory_db, cve_2024_2511, openssl, push_base};
+use patchpilot_e2e::alpine::{advisory_db, cve_2024_2511};
+use patchpilot_e2e::chain::{self, Chain, golang_bases};
 use patchpilot_e2e::jobs::apk_finding;
 use patchpilot_e2e::sandbox::{VM_LOCK, skip_reason};
 use patchpilot_e2e::wait_for;
 use patchpilot_fleet::bus::{StreamName, topics};
 use patchpilot_model::{JobReason, RemediationJob};
-use patchpilot_provider_double::{Conversation, Message, Turn};
-use serde_json::json;
+use patchpilot_provider_double::Message;
 
 pub(crate) use patchpilot_e2e::controller_loop::*;
 
@@ -602,65 +602,10 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
     if skip_reason("the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs").is_some() {
         return Ok(());
     }
-    let (_registry, sreg) = golang_bases("1.22.12-alpine3.19", "1.23.4-alpine3.19").await?;
-    let double = patchpilot_provider_double::ProviderDouble::start_with(
-        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        patchpilot_provider_double::Credentials::Required,
-        chain_model,
-    )
-    .await?;
-    let model_port = double.addr().port();
-    const KEY: &str = "sk-proj-chaintestkey0123456789abcdefghijklmn";
-    let mut broker = crate::broker::BrokerHarness::start("", 500).await?;
-    let (_gateway, gateway_addr) = crate::broker::start_gateway(&broker, "openai-key", KEY).await?;
-    let connection = format!(
-        "{}\n[broker.connections.model]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{model_port}\"\nsecret = \"openai-key\"\n",
-        crate::broker::gateway_section(&broker, &gateway_addr)
-    );
-    broker.restart(&connection, 500).await?;
-
-    let seeds = vec![(
-        "api".to_owned(),
-        vec![
-            (
-                "Dockerfile",
-                format!(
-                    "FROM {sreg}/library/golang:1.22.12-alpine3.19\nCOPY main.go /src/main.go\nCMD [\"/bin/sh\"]\n"
-                ),
-            ),
-            ("Makefile", CHAIN_MAKEFILE.to_owned()),
-            ("main.go", CHAIN_MAIN_GO.to_owned()),
-        ],
-    )];
-    let tls = &broker.endpoint.tls;
-    let worker = format!(
-        "{}[sandbox.broker]\nurl = \"{}\"\n[sandbox.broker.tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
-        docker_worker(&sreg, &["registry.test"]),
-        broker.endpoint.url.as_ref().map(|u| u.to_string()).unwrap_or_default(),
-        tls.ca,
-        tls.cert,
-        tls.key
-    );
-    let scratch = tempfile::tempdir()?;
-    let db = advisory_db(&scratch.path().join("db"), &[cve_2024_2511()])?;
-    let controller = format!(
-        "agent_command = [\"patchpilot-agent\"]\nagent_docker = true\ninsecure_registries = [\"{sreg}\"]\n\
-         agent_db_source = \"{}\"\nmodel_connection = \"model\"\n[controller.model]\nprovider = \"openai\"\n\
-         model = \"chain-double\"\n",
-        db.display()
-    );
-    let lp = Loop::start_with(&seeds, CHAIN_LINT, &controller, &worker).await?;
-    let mut controller = lp.spawn_controller(0)?;
-    let findings = ["libcrypto3", "libssl3"]
-        .into_iter()
-        .map(|p| {
-            let mut f = apk_finding(p, "3.1.4-r5", "3.1.4-r6", "openssl");
-            f.id = "CVE-2024-2511".into();
-            f
-        })
-        .collect();
-    let id = lp.submit_job(job_with("api", findings)).await?;
-    let ends = lp.wait_terminal(std::slice::from_ref(&id), Duration::from_secs(1500)).await?;
+    let chain = Chain::start().await?;
+    let (lp, double) = (&chain.lp, &chain.double);
+    let (id, end, _) = chain.run(Duration::from_secs(1500)).await?;
+    let ends = [end];
     let requests = double.requests();
     let asked: Vec<String> = requests
         .iter()
@@ -687,13 +632,18 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
             system.starts_with("You are PatchPilot's repair agent"),
             "a remediation asked the model: {system:.80}"
         );
-        assert_eq!(r.header("authorization"), Some(format!("Bearer {KEY}").as_str()), "{:?}", r.headers);
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {}", chain::KEY).as_str()),
+            "{:?}",
+            r.headers
+        );
         assert!(!format!("{:?}", r.headers).contains("ppcap_"), "the capability reached the upstream");
     }
     let brokered: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM broker_calls WHERE connection = 'model' AND status = 200 AND model_tokens > 0",
     )
-    .fetch_one(&broker.stack.pool)
+    .fetch_one(&chain.broker.stack.pool)
     .await?;
     assert_eq!(brokered as usize, requests.len(), "the broker recorded every model call");
     // After the gate's refusal, the repair's model edited main.go through
@@ -712,11 +662,11 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
     assert!(dockerfile.contains("golang:1.23.4-alpine3.19"), "the fix stayed: {dockerfile}");
     let makefile = lp.file_on("api", branch, "Makefile")?;
     assert!(makefile.contains("GOLANGCI_LINT_VERSION ?= v1.60.1"), "the companion bump: {makefile}");
-    assert_eq!(makefile.replace("v1.60.1", "v1.57.2"), CHAIN_MAKEFILE, "only the version token moved");
+    assert_eq!(makefile.replace("v1.60.1", "v1.57.2"), chain::MAKEFILE, "only the version token moved");
     let main_go = lp.file_on("api", branch, "main.go")?;
     assert_eq!(
         main_go,
-        CHAIN_MAIN_GO.replace("fmt.Printf(msg)", "fmt.Print(msg)"),
+        chain::MAIN_GO.replace("fmt.Printf(msg)", "fmt.Print(msg)"),
         "the model's forward fix"
     );
     let subjects = git_dir(&lp.bare("api"), &["log", "--format=%s", &format!("main..{branch}")])?;
@@ -725,98 +675,10 @@ async fn the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs(
     assert!(subjects[0].starts_with("Repair CI after:"), "{subjects:?}");
     let prs = lp.pull_requests("api").await?;
     assert_eq!(prs.len(), 1);
+    let Chain { lp, mut controller, .. } = chain;
     let log = controller.log_text();
     assert!(log.contains("patchpilot: green acme/api"), "{log}");
     let status = controller.terminate(Duration::from_secs(30)).await?;
     assert!(status.success(), "{status:?}");
     lp.stop().await
-}
-
-const CHAIN_MAKEFILE: &str = "GOLANGCI_LINT_VERSION ?= v1.57.2\n\nlint:\n\tgo run github.com/golangci/golangci-lint/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run\n";
-
-const CHAIN_MAIN_GO: &str =
-    "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tmsg := \"hello from api\\n\"\n\tfmt.Printf(msg)\n}\n";
-
-/// The repository's lint, as golangci-lint behaves: a linter built with an
-/// older Go refuses a newer Go's code; from v1.60 govet's printf check
-/// flags a non-constant format string.
-const CHAIN_LINT: &str = r#"go=$(sed -n 's/^FROM .*golang:\([0-9]*\.[0-9]*\).*/\1/p' Dockerfile)
-lint=$(sed -n 's/^GOLANGCI_LINT_VERSION ?= v//p' Makefile)
-need=1.56.0; [ "$go" = 1.23 ] && need=1.60.1
-if [ "$(printf '%s\n%s\n' "$need" "$lint" | sort -V | head -n1)" != "$need" ]; then
-  echo "Error: can't load config: the Go language version (go1.22) used to build golangci-lint is lower than the targeted Go version ($go)"
-  exit 3
-fi
-if [ "$(printf '1.60.0\n%s\n' "$lint" | sort -V | head -n1)" = 1.60.0 ] && grep -q 'fmt.Printf(msg)' main.go; then
-  echo "main.go:7:13: printf: non-constant format string in call to fmt.Printf (govet)"
-  echo "1 issues:"
-  exit 1
-fi
-echo "0 issues.""#;
-
-/// The model's part in [`the_go_linter_chain_is_carried_to_green_by_companion_and_model_repairs`],
-/// answered from the conversation so far: read the failure, then act on
-/// what it says. Anything it does not recognise gets text without a tool
-/// call, which ends the session without a change.
-fn chain_model(conversation: &Conversation, _call: usize) -> Turn {
-    let brief = conversation.brief();
-    let results: Vec<(&str, &str, bool)> = conversation.tool_results().collect();
-    let finish = |summary: &str| {
-        Turn::tool_call(
-            "finish",
-            json!({
-                "outcome": "fixed",
-                "summary": summary,
-                "retrospective": {
-                    "went_well": ["the CI log named the failing check"],
-                    "went_wrong": [],
-                    "missing_tools": ["golangci-lint in the sandbox, to run the check before finishing"],
-                    "missing_context": []
-                }
-            }),
-        )
-    };
-    let Some((_, log, _)) = results.first() else {
-        return Turn::tool_call("read_file", json!({"path": ".patchpilot/ci-failure.md"}));
-    };
-    // The printf finding, from CI's log or from the `failing_check` gate's
-    // refusal of a finish: read the file, edit it, finish again.
-    let printf = "non-constant format string in call to fmt.Printf";
-    if let Some(at) = results.iter().position(|(_, text, _)| text.contains(printf)) {
-        let after = &results[at + 1..];
-        return match after.len() {
-            0 => Turn::tool_call("read_file", json!({"path": "main.go"})),
-            1 if after[0].1.contains("fmt.Printf(msg)") => Turn::tool_call(
-                "edit_file",
-                json!({"path": "main.go", "old_string": "fmt.Printf(msg)", "new_string": "fmt.Print(msg)"}),
-            ),
-            2 => finish(
-                "Print the message with fmt.Print: golangci-lint v1.60's printf check refuses a non-constant format string.",
-            ),
-            _ => Turn::text("The gates refused the change; stopping."),
-        };
-    }
-    if log.contains("lower than the targeted Go version") && brief.contains("golangci-lint v1.57.2 → v1.60.1")
-    {
-        return match results.len() {
-            1 => finish(
-                "The companion bump of golangci-lint to v1.60.1 supports go1.23; nothing else is needed.",
-            ),
-            _ => Turn::text("The gates refused the change; stopping."),
-        };
-    }
-    Turn::text("I cannot tell what failed.")
-}
-
-/// A registry on the host's loopback holding a Go base image at `vulnerable`
-/// (OpenSSL 3.1.4-r5) and at `fixed` (3.1.4-r6), and its address as
-/// sandboxes reach it: `registry.test:PORT`, a host alias their egress
-/// resolves (inside a VM, 127.0.0.1 is the VM).
-async fn golang_bases(vulnerable: &str, fixed: &str) -> anyhow::Result<(patchpilot_e2e::Registry, String)> {
-    let registry = patchpilot_e2e::Registry::start().await?;
-    let available = [("libcrypto3", "3.1.4-r5"), ("libssl3", "3.1.4-r5")];
-    push_base(&registry, "library/golang", vulnerable, &openssl("3.1.4-r5"), &available).await?;
-    push_base(&registry, "library/golang", fixed, &openssl("3.1.4-r6"), &available).await?;
-    let port = registry.addr.rsplit(':').next().unwrap_or_default().to_owned();
-    Ok((registry, format!("registry.test:{port}")))
 }

@@ -44,6 +44,7 @@ fn report() -> RunReport {
             tool_calls: 3,
             model_ms: 1700,
             tool_ms: 40,
+            build_ms: 30,
             end: Some(SessionEnd::Finished),
             end_reason: "finished: bumped the base".into(),
             gates: vec![GateRecord {
@@ -101,7 +102,7 @@ async fn runs_show_a_run_its_agent_and_its_session() -> anyhow::Result<()> {
         "completed: exit 0",
         "session     runs/rem-cli-r1-1/session",
         "driver model, openai gpt-test (prompt abc123)",
-        "2 model call(s), 2400 in / 160 out tokens, 3 tool call(s)",
+        "2 model call(s), 2400 in / 160 out tokens, 3 tool call(s); 1.7 s in the model, 40 ms in tools (30 ms of it building and rescanning)",
         "finished: finished: bumped the base",
         "rescan passed: CVE-2024-2511 fixed",
     ] {

@@ -174,6 +174,7 @@ pub(crate) async fn build_current(tools: &mut Toolbox) -> Result<LastBuild, Stri
         },
         Err(e) => return Err(patchpilot_model::error_chain(&e)),
     };
+    tools.build_time += started.elapsed();
     tools.commands.push(patchpilot_model::CommandRun {
         command: format!("docker build -f {} (through the sandbox's daemon)", tools.task.dockerfile),
         dir: tools.task.context.clone(),

@@ -154,6 +154,8 @@ pub struct Toolbox {
     builder: Option<Builder>,
     /// Commands the tools ran, for the report.
     pub commands: Vec<CommandRun>,
+    /// Time spent building and rescanning, for the report's `build_ms`.
+    pub build_time: std::time::Duration,
     /// Changes the remediator tools made.
     pub steps: Vec<Step>,
     /// Notes the tools recorded.
@@ -321,6 +323,7 @@ impl Toolbox {
             last_build: None,
             builder: None,
             commands: Vec::new(),
+            build_time: std::time::Duration::ZERO,
             steps: Vec::new(),
             notes: Vec::new(),
         }
