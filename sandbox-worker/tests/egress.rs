@@ -238,6 +238,30 @@ async fn allowed_name_gets_synthetic_address_and_splices_to_loopback() {
 }
 
 #[tokio::test]
+async fn bytes_sent_right_behind_the_connect_line_reach_upstream_first() {
+    let port = echo_server().await;
+    let h =
+        Harness::start(policy(&[format!("registry.test:{port}")], &[], &[]), &["registry.test=127.0.0.1"])
+            .await;
+    let fake = synthetic(&h.dns("registry.test", dns::TYPE_A).await);
+    let mut stream = BufReader::new(h.guest.connect(TCP_PORT).await.expect("connect TCP port"));
+    // One write: the forwarder reads the payload along with the line, before
+    // it has dialled, and must send it on once it has.
+    let mut request = ConnectRequest { dest: SocketAddr::new(IpAddr::V4(fake), port) }.encode().into_bytes();
+    request.extend_from_slice(b"pipelined");
+    stream.get_mut().write_all(&request).await.expect("send CONNECT and payload");
+    let line = read_line(&mut stream, MAX_LINE).await.expect("reply").expect("a reply line");
+    assert_eq!(ConnectReply::parse(&line), Some(ConnectReply::Ok));
+    let mut back = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut back))
+        .await
+        .expect("echo in time")
+        .expect("read the echo");
+    assert_eq!(&back, b"pipelined");
+    echo_through(&mut stream, b" and then more").await;
+}
+
+#[tokio::test]
 async fn wrong_port_on_allowed_name_is_denied_before_dialling() {
     let port = echo_server().await;
     let h =

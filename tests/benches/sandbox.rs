@@ -4,6 +4,7 @@
 //! scripts/services up && scripts/services vm && eval "$(scripts/services env)"
 //! cargo build --bins && target/debug/patchpilot sandbox image build
 //! cargo bench -p patchpilot-e2e --bench sandbox -- [--runs 5] [--mib 256] [--connects 300]
+//! cargo bench -p patchpilot-e2e --bench sandbox -- --host-side-only   # no VM needed
 //! ```
 //!
 //! Reported, each with the backend:
@@ -50,11 +51,14 @@ struct Args {
     runs: usize,
     mib: usize,
     connects: usize,
+    /// Only the host-side forwarder figures: they need no VM or guest
+    /// image, so the forwarder can be measured on any Linux machine.
+    host_side_only: bool,
 }
 
 impl Args {
     fn parse() -> anyhow::Result<Args> {
-        let mut args = Args { runs: 5, mib: 256, connects: 300 };
+        let mut args = Args { runs: 5, mib: 256, connects: 300, host_side_only: false };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "--bench" {
@@ -65,6 +69,7 @@ impl Args {
                 "--runs" => args.runs = value()?.parse()?,
                 "--mib" => args.mib = value()?.parse()?,
                 "--connects" => args.connects = value()?.parse()?,
+                "--host-side-only" => args.host_side_only = true,
                 other => bail!("unknown flag {other}"),
             }
         }
@@ -458,6 +463,9 @@ async fn hang_detection(args: &Args) -> anyhow::Result<()> {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse()?;
     host_side(&args).await?;
+    if args.host_side_only {
+        return Ok(());
+    }
     vm_side(&args).await?;
     hang_detection(&args).await?;
     Ok(())

@@ -32,6 +32,7 @@ use super::audit::{Decision, EgressRecord, Kind, Recorder, Verdict, rules};
 use super::dial::Dial;
 use super::gate::Gate;
 use super::policy::EgressPolicy;
+use super::relay;
 use super::resolve::Resolve;
 
 /// TTL of synthetic answers. Short, so a guest re-asks and the host
@@ -329,7 +330,7 @@ async fn answer_dns(msg: &[u8], shared: &Shared) -> Option<Vec<u8>> {
 
 async fn serve_tcp(stream: UnixStream, shared: &Shared) -> io::Result<()> {
     // Buffered so that bytes the guest sends right after its CONNECT line
-    // are not lost: the reader goes on into the splice with its buffer.
+    // are not lost: they go upstream first, ahead of the relay.
     let mut guest = BufReader::new(stream);
     let line = match tokio::time::timeout(REQUEST_TIMEOUT, read_line(&mut guest, MAX_LINE)).await {
         Ok(Ok(Some(line))) => line,
@@ -348,7 +349,7 @@ async fn serve_tcp(stream: UnixStream, shared: &Shared) -> io::Result<()> {
     if !decision.is_allow() {
         return reply(&mut guest, ConnectReply::Deny(decision.rule)).await;
     }
-    let mut upstream = match dial_any(shared, &decision.targets).await {
+    let upstream = match dial_any(shared, &decision.targets).await {
         Ok(s) => s,
         Err(e) => {
             tracing::info!(run_id = %shared.config.run_id, dest = %request.dest, name = ?decision.name,
@@ -357,8 +358,7 @@ async fn serve_tcp(stream: UnixStream, shared: &Shared) -> io::Result<()> {
         }
     };
     reply(&mut guest, ConnectReply::Ok).await?;
-    tokio::io::copy_bidirectional(&mut guest, &mut upstream).await?;
-    Ok(())
+    relay::relay(guest.get_ref(), guest.buffer(), &upstream, relay::Mode::Splice).await
 }
 
 async fn reply(guest: &mut BufReader<UnixStream>, reply: ConnectReply) -> io::Result<()> {

@@ -25,6 +25,7 @@ pub mod forwarder;
 pub mod gate;
 pub mod policy;
 pub mod presets;
+mod relay;
 pub mod resolve;
 
 // The wire formats the guest shares, under the paths host code has always
