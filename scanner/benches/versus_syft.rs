@@ -204,6 +204,17 @@ fn cached_rootfs(dir: &Path, key: &str) -> Option<Rootfs> {
         .then(|| Rootfs { path: dir.join("rootfs"), info })
 }
 
+/// Regular files under `root`, and their bytes (`du -sb`).
+fn tree_size(root: &Path) -> anyhow::Result<(usize, u64)> {
+    let files = run(Command::new("find").arg(root).args(["-type", "f"])).map(|s| s.lines().count())?;
+    let bytes = run(Command::new("du").args(["-sb"]).arg(root))?
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    Ok((files, bytes))
+}
+
 /// An empty folder beside `dir` to build into, left over builds removed.
 fn fresh_work_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     let work = dir.with_extension("building");
@@ -238,12 +249,7 @@ fn ensure_rootfs(cache: &Path, rebuild: bool) -> anyhow::Result<Rootfs> {
     let npm = install_npm_package(&work, &rootfs)?;
     println!("  npm: {}", npm["note"].as_str().unwrap_or_default());
 
-    let files = run(Command::new("find").arg(&rootfs).args(["-type", "f"])).map(|s| s.lines().count())?;
-    let bytes = run(Command::new("du").args(["-sb"]).arg(&rootfs))?
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
+    let (files, bytes) = tree_size(&rootfs)?;
     let info = json!({
         "key": key,
         "image": image.info,
@@ -347,12 +353,7 @@ fn ensure_docker_rootfs(cache: &Path, base: &Rootfs, rebuild: bool) -> anyhow::R
         unpacked.push(json!({"package": package.name, "version": package.version, "sha256": package.sha256}));
     }
     fs::remove_dir_all(&debs)?;
-    let files = run(Command::new("find").arg(&rootfs).args(["-type", "f"])).map(|s| s.lines().count())?;
-    let bytes = run(Command::new("du").args(["-sb"]).arg(&rootfs))?
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
+    let (files, bytes) = tree_size(&rootfs)?;
     let info = json!({
         "key": key,
         "base": base.info,
@@ -445,12 +446,7 @@ fn ensure_alpine_rootfs(cache: &Path, rebuild: bool) -> anyhow::Result<Rootfs> {
         .to_owned();
     let kernel_modules = run(Command::new("find").arg(&rootfs).args(["-name", "*.ko*", "-type", "f"]))
         .map(|s| s.lines().count())?;
-    let files = run(Command::new("find").arg(&rootfs).args(["-type", "f"])).map(|s| s.lines().count())?;
-    let bytes = run(Command::new("du").args(["-sb"]).arg(&rootfs))?
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
+    let (files, bytes) = tree_size(&rootfs)?;
     let info = json!({
         "key": key,
         "os": format!("{pretty} ({version_id})"),
