@@ -215,6 +215,17 @@ fn tree_size(root: &Path) -> anyhow::Result<(usize, u64)> {
     Ok((files, bytes))
 }
 
+/// Moves the root built in `work` into `dir`, with `info` beside it: the
+/// cache [`cached_rootfs`] reads.
+fn publish_rootfs(work: &Path, dir: &Path, info: Value) -> anyhow::Result<Rootfs> {
+    fs::write(work.join("info.json"), serde_json::to_vec_pretty(&info)?)?;
+    if dir.exists() {
+        fs::remove_dir_all(dir)?;
+    }
+    fs::rename(work, dir)?;
+    Ok(Rootfs { path: dir.join("rootfs"), info })
+}
+
 /// An empty folder beside `dir` to build into, left over builds removed.
 fn fresh_work_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     let work = dir.with_extension("building");
@@ -260,7 +271,6 @@ fn ensure_rootfs(cache: &Path, rebuild: bool) -> anyhow::Result<Rootfs> {
         "npm": npm,
         "built_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     });
-    fs::write(work.join("info.json"), serde_json::to_vec_pretty(&info)?)?;
     // Build tools' caches are not part of the root filesystem.
     for scratch in ["go-src", "go-cache", "go-path", "npm-cache"] {
         let path = work.join(scratch);
@@ -270,11 +280,7 @@ fn ensure_rootfs(cache: &Path, rebuild: bool) -> anyhow::Result<Rootfs> {
             fs::remove_dir_all(&path)?;
         }
     }
-    if dir.exists() {
-        fs::remove_dir_all(&dir)?;
-    }
-    fs::rename(&work, &dir)?;
-    Ok(Rootfs { path: dir.join("rootfs"), info })
+    publish_rootfs(&work, &dir, info)
 }
 
 /// One Debian package as apt's index names it.
@@ -363,12 +369,7 @@ fn ensure_docker_rootfs(cache: &Path, base: &Rootfs, rebuild: bool) -> anyhow::R
         "bytes": bytes,
         "built_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     });
-    fs::write(work.join("info.json"), serde_json::to_vec_pretty(&info)?)?;
-    if dir.exists() {
-        fs::remove_dir_all(&dir)?;
-    }
-    fs::rename(&work, &dir)?;
-    Ok(Rootfs { path: dir.join("rootfs"), info })
+    publish_rootfs(&work, &dir, info)
 }
 
 /// A real Alpine root filesystem, from the disk image [`ALPINE_WHEEL`]
@@ -459,12 +460,7 @@ fn ensure_alpine_rootfs(cache: &Path, rebuild: bool) -> anyhow::Result<Rootfs> {
         ),
         "built_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     });
-    fs::write(work.join("info.json"), serde_json::to_vec_pretty(&info)?)?;
-    if dir.exists() {
-        fs::remove_dir_all(&dir)?;
-    }
-    fs::rename(&work, &dir)?;
-    Ok(Rootfs { path: dir.join("rootfs"), info })
+    publish_rootfs(&work, &dir, info)
 }
 
 /// Builds a tiny Go program that links one real dependency into the rootfs.

@@ -489,8 +489,8 @@ async fn a_digest_is_summarised_by_the_model_through_the_broker_under_the_aggreg
     assert!(patchpilot_model::error_chain(&refused).contains("are the retro aggregator's"), "{refused:?}");
     assert!(terminator.sweep(identity::RETRO_WORKER).await.is_err());
 
-    // A summary that fails (the double refuses the next call) leaves the
-    // digest without one, sent all the same; off, no model is asked.
+    // With no connection the summary is off: the next digest goes without
+    // one and no model is asked.
     let next = patchpilot_retro::digest::send_if_due(
         &stack.pool,
         &stack.bus,
