@@ -21,7 +21,9 @@
 //!   that boot real VMs;
 //! - [`images`] and [`alpine`]: test images pushed to a real registry, and
 //!   Alpine-like bases a real Docker daemon builds on;
-//! - [`forge`]: the controller's local forge with a seeded repository.
+//! - [`forge`]: the controller's local forge with a seeded repository;
+//! - [`faults`]: a NATS cluster and a PostgreSQL server of a test's own,
+//!   and the fault run that fails them under the controller's loop.
 //!
 //! It must never fake a service: when a binary or server is missing, it
 //! fails with the command that installs it. Tests poll for conditions with
@@ -43,6 +45,7 @@ pub mod broker;
 pub mod chain;
 pub mod controller_loop;
 pub mod evals;
+pub mod faults;
 pub mod forge;
 pub mod images;
 pub mod jobs;
@@ -510,10 +513,15 @@ fn as_service_role(binary_name: &str, env: &[(String, String)]) -> anyhow::Resul
 /// NATS, a database, and connections to both.
 #[derive(Debug)]
 pub struct Stack {
-    /// The NATS server.
-    pub nats: NatsServer,
-    /// The database.
-    pub db: TestDatabase,
+    /// The NATS server this stack started ([`Stack::start`]), if it did.
+    _nats: Option<NatsServer>,
+    /// The database this stack created, if it did.
+    _db: Option<TestDatabase>,
+    /// What services are given as `nats.url`: one server or several.
+    nats_url: String,
+    db_url: String,
+    /// Replicas of every stream.
+    replicas: usize,
     /// A bus connection (topology created).
     pub bus: Bus,
     /// A pool on the database (migrated).
@@ -538,7 +546,55 @@ impl Stack {
         )
         .await?;
         bus.ensure_topology().await?;
-        Ok(Stack { nats, db, bus, pool, dir: tempfile::tempdir()?, extra_env: Vec::new() })
+        Ok(Stack {
+            nats_url: nats.url.clone(),
+            db_url: db.url.clone(),
+            _nats: Some(nats),
+            _db: Some(db),
+            replicas: 1,
+            bus,
+            pool,
+            dir: tempfile::tempdir()?,
+            extra_env: Vec::new(),
+        })
+    }
+
+    /// A stack on servers the caller runs and keeps alive: `nats_url` may
+    /// name several servers of a cluster (comma-separated), `db_url` an
+    /// empty database. Migrates it and creates the streams at `replicas`;
+    /// a new cluster elects its JetStream leader first, so stream creation
+    /// is asked again until it succeeds.
+    pub async fn on(nats_url: &str, db_url: &str, replicas: usize) -> anyhow::Result<Stack> {
+        patchpilot_fleet::telemetry::install_crypto_provider();
+        let config = DatabaseConfig {
+            url: db_url.to_owned(),
+            max_connections: 4,
+            migrate: true,
+            ..DatabaseConfig::default()
+        };
+        let pool = patchpilot_fleet::store::connect(&config).await?;
+        let settings = BusConfig { replicas, ..Self::bus_config() };
+        let bus = Bus::connect(
+            &NatsConfig { url: nats_url.to_owned(), ..NatsConfig::default() },
+            settings,
+            "e2e-test",
+        )
+        .await?;
+        wait_for("the streams to be created", Duration::from_secs(60), || async {
+            Ok(bus.ensure_topology().await.ok())
+        })
+        .await?;
+        Ok(Stack {
+            _nats: None,
+            _db: None,
+            nats_url: nats_url.to_owned(),
+            db_url: db_url.to_owned(),
+            replicas,
+            bus,
+            pool,
+            dir: tempfile::tempdir()?,
+            extra_env: Vec::new(),
+        })
     }
 
     /// Bus settings for tests: short waits so retries happen in seconds.
@@ -556,8 +612,9 @@ impl Stack {
     pub fn env(&self) -> Vec<(String, String)> {
         let bus = Self::bus_config();
         vec![
-            ("PATCHPILOT_NATS__URL".into(), self.nats.url.clone()),
-            ("PATCHPILOT_DATABASE__URL".into(), self.db.url.clone()),
+            ("PATCHPILOT_NATS__URL".into(), self.nats_url.clone()),
+            ("PATCHPILOT_DATABASE__URL".into(), self.db_url.clone()),
+            ("PATCHPILOT_BUS__REPLICAS".into(), self.replicas.to_string()),
             ("PATCHPILOT_BUS__ACK_WAIT_SECS".into(), bus.ack_wait_secs.to_string()),
             ("PATCHPILOT_BUS__MAX_DELIVER".into(), bus.max_deliver.to_string()),
             ("PATCHPILOT_BUS__RETRY_BACKOFF_INITIAL_MS".into(), bus.retry_backoff_initial_ms.to_string()),

@@ -129,7 +129,12 @@ pub fn skip_reason(test: &str) -> Option<String> {
 /// sweep kills processes naming `<state>/runs/`, so tests must never share a
 /// state folder with anyone else's VMs.
 pub fn private_state(stack: &crate::Stack) -> anyhow::Result<std::path::PathBuf> {
-    let state = stack.dir.path().join("state");
+    private_state_named(stack, "state")
+}
+
+/// [`private_state`] under another name: for a second worker of a stack.
+pub fn private_state_named(stack: &crate::Stack, name: &str) -> anyhow::Result<std::path::PathBuf> {
+    let state = stack.dir.path().join(name);
     std::fs::create_dir_all(&state)?;
     std::os::unix::fs::symlink(image_dir().map_err(anyhow::Error::msg)?, state.join("image"))?;
     Ok(state)

@@ -78,6 +78,12 @@ const MAX_CONNECTIONS: usize = 256;
 const MAX_RETRO_BYTES: u64 = 256 << 10;
 /// How long shutdown waits for the egress audit writer to drain.
 const AUDIT_DRAIN: Duration = Duration::from_secs(10);
+/// How often a worker running a run says so in its row (`heartbeat_at`).
+const HEARTBEAT: Duration = Duration::from_secs(2);
+/// How long a run's holder may stay silent before it is presumed lost and
+/// its run may be taken over: five missed beats, so a database restart or
+/// a starved runtime does not hand a live run to a second VM.
+const HOLDER_SILENT: Duration = Duration::from_secs(10);
 
 /// Why the worker could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -189,6 +195,10 @@ enum Claim {
     Run { attempt: i32, takeover: bool },
     /// Already finished: the stored, encoded result and retrospective.
     Finished { result: Vec<u8>, retrospective: Option<Vec<u8>> },
+    /// Running on `worker`, which beat within [`HOLDER_SILENT`]: JetStream
+    /// redelivered it because that worker's in-progress acks were lost,
+    /// not the worker.
+    LiveElsewhere { worker: String },
 }
 
 /// The message handler: everything a run needs, shared by the concurrent
@@ -344,21 +354,44 @@ impl Worker {
         let work_dir = self.state_dir.join("work").join(&job.run_id);
         let _guard = ActiveGuard { worker: self, run_id: job.run_id.clone(), work_dir: work_dir.clone() };
 
-        let attempt = match self.claim(&job).await.map_err(|e| HandlerError::retryable(&e))? {
-            Claim::Finished { result, retrospective } => {
-                tracing::info!("run already finished; publishing its stored result again");
-                self.metrics.republished.inc();
-                return self.publish(&job.run_id, &result, retrospective.as_deref()).await;
-            }
-            Claim::Run { attempt, takeover } => {
-                tracing::Span::current().record("attempt", attempt);
-                if takeover {
-                    self.metrics.takeovers.inc();
-                    tracing::warn!(attempt, "taking over a run whose previous attempt never finished");
+        let mut waiting_on = None;
+        let attempt = loop {
+            match self.claim(&job).await.map_err(|e| HandlerError::retryable(&e))? {
+                Claim::Finished { result, retrospective } => {
+                    tracing::info!("run already finished; publishing its stored result again");
+                    self.metrics.republished.inc();
+                    return self.publish(&job.run_id, &result, retrospective.as_deref()).await;
                 }
-                attempt
+                Claim::Run { attempt, takeover } => {
+                    tracing::Span::current().record("attempt", attempt);
+                    if takeover {
+                        self.metrics.takeovers.inc();
+                        tracing::warn!(attempt, "taking over a run whose previous attempt never finished");
+                    }
+                    break attempt;
+                }
+                Claim::LiveElsewhere { worker } => {
+                    // Booting a second VM would double the work and race
+                    // the holder to the result. The consumer loop keeps
+                    // this delivery in progress while it waits for the
+                    // holder to finish (its stored result is then
+                    // published again) or to go silent (then it is taken
+                    // over).
+                    if waiting_on.as_ref() != Some(&worker) {
+                        tracing::info!(holder = %worker, "redelivered while live on another worker; waiting for it");
+                        waiting_on = Some(worker);
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(HEARTBEAT) => {}
+                        _ = self.shutdown.cancelled() => {
+                            return Err(HandlerError::Retryable("the worker shut down while waiting for a run live elsewhere".into()));
+                        }
+                    }
+                }
             }
         };
+        // Beats until the handler ends, however it ends.
+        let _heartbeat = tokio_util::task::AbortOnDropHandle::new(self.beat(&job.run_id, attempt));
 
         let ended = match self.execute(&job, &work_dir, received).await {
             Ok(ended) => ended,
@@ -597,26 +630,58 @@ impl Worker {
             "INSERT INTO sandbox_runs (run_id, remediation_id, worker, attempt, state) \
              VALUES ($1, $2, $3, 1, 'running') \
              ON CONFLICT (run_id) DO UPDATE SET attempt = sandbox_runs.attempt + 1, worker = EXCLUDED.worker, \
-                 started_at = now() \
+                 started_at = now(), heartbeat_at = now() \
                WHERE sandbox_runs.state = 'running' \
+                 AND sandbox_runs.heartbeat_at < now() - make_interval(secs => $4) \
              RETURNING attempt, (xmax = 0) AS inserted",
         )
         .bind(&job.run_id)
         .bind(&job.remediation_id)
         .bind(&self.name)
+        .bind(HOLDER_SILENT.as_secs_f64())
         .fetch_optional(&self.pool)
         .await?;
         if let Some((attempt, inserted)) = row {
             return Ok(Claim::Run { attempt, takeover: !inserted });
         }
-        // The conflict update's WHERE refused: the row is finished, and
-        // finished rows never change again.
-        let (result, retrospective): (Option<Vec<u8>>, Option<Vec<u8>>) =
-            sqlx::query_as("SELECT result, retrospective FROM sandbox_runs WHERE run_id = $1")
+        // The conflict update's WHERE refused: the row is finished (and
+        // finished rows never change again), or its holder is alive.
+        let (state, worker, result, retrospective): (String, String, Option<Vec<u8>>, Option<Vec<u8>>) =
+            sqlx::query_as("SELECT state, worker, result, retrospective FROM sandbox_runs WHERE run_id = $1")
                 .bind(&job.run_id)
                 .fetch_one(&self.pool)
                 .await?;
+        if state == "running" {
+            return Ok(Claim::LiveElsewhere { worker });
+        }
         Ok(Claim::Finished { result: result.unwrap_or_default(), retrospective })
+    }
+
+    /// Refreshes the run's `heartbeat_at` every [`HEARTBEAT`] while
+    /// `attempt` holds it. A failed beat (the database restarting) is
+    /// tried again at the next; [`HOLDER_SILENT`] allows for several.
+    fn beat(&self, run_id: &str, attempt: i32) -> tokio::task::JoinHandle<()> {
+        let (pool, run_id) = (self.pool.clone(), run_id.to_owned());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(HEARTBEAT);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let beat = sqlx::query(
+                    "UPDATE sandbox_runs SET heartbeat_at = now() \
+                     WHERE run_id = $1 AND attempt = $2 AND state = 'running'",
+                )
+                .bind(&run_id)
+                .bind(attempt)
+                .execute(&pool)
+                .await;
+                match beat {
+                    Ok(done) if done.rows_affected() == 0 => return,
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(run_id, error = %e, "heartbeat not stored; trying again"),
+                }
+            }
+        })
     }
 
     /// Marks the run finished if `attempt` still owns it; false if a newer

@@ -15,6 +15,7 @@ mod dead_letters;
 mod deploy;
 mod durability;
 mod evals;
+mod faults;
 mod grouping;
 mod intake;
 mod mapping;

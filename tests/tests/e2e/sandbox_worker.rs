@@ -380,6 +380,80 @@ async fn sandbox_worker_waits_on_a_redelivery_of_a_run_it_is_running() -> anyhow
     Ok(())
 }
 
+/// A second delivery of a run that is live on another worker (JetStream
+/// redelivers when the holder's in-progress acks are lost, as when the NATS
+/// node leading the stream dies; here the run is simply published again
+/// under another message id) is waited for, not taken over: the holder
+/// beats in its row, so the second worker boots no VM, and once the run
+/// has finished it publishes the stored result again, which the bus drops
+/// as a duplicate. One VM, one attempt, one result, no dead letter.
+#[tokio::test]
+async fn sandbox_worker_waits_for_a_run_live_on_another_worker_instead_of_running_it_twice()
+-> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("sandbox_worker_waits_for_a_run_live_on_another_worker_instead_of_running_it_twice")
+        .is_some()
+    {
+        return Ok(());
+    }
+    let stack = Stack::start().await?;
+    let (_checkout, tar_gz) = workspace(&stack)?;
+    let store = ArtifactStore::open(&stack.bus).await?;
+    store.put_bytes("workspaces/e2e-live.tar.gz", &tar_gz).await?;
+    let state_a = private_state(&stack)?;
+    let state_b = patchpilot_e2e::sandbox::private_state_named(&stack, "state-b")?;
+    let mut holder = spawn_worker(&stack, &state_a, "worker-a")?;
+    // Longer than the holder may stay silent: the second worker must see
+    // it beat, not merely catch it early.
+    let run = sandbox_run("e2e-live", "workspaces/e2e-live.tar.gz", "sleep 25; echo hi > new.txt");
+    stack.bus.publish(&topics::SANDBOX_RUNS, None, "e2e-live", &run).await?;
+    let runs_a = format!("{}/", state_a.join("runs").display());
+    wait_for("the holder's VM to start", RUN_TIMEOUT, || async {
+        Ok(processes_naming(&runs_a).iter().any(|(_, cmd)| cmd.contains("qemu")).then_some(()))
+    })
+    .await
+    .map_err(|e| e.context(holder.log_text()))?;
+    // The holder's one slot is busy, so the second delivery goes to the
+    // second worker.
+    let mut second = spawn_worker(&stack, &state_b, "worker-b")?;
+    stack.bus.publish(&topics::SANDBOX_RUNS, None, "e2e-live-again", &run).await?;
+    wait_for("the second worker to wait for the holder", Duration::from_secs(60), || async {
+        Ok(second.log_text().contains("redelivered while live on another worker").then_some(()))
+    })
+    .await
+    .map_err(|e| e.context(second.log_text()))?;
+
+    let result = wait_result(&stack, &holder).await?;
+    assert_eq!(result.outcome, RunOutcome::Completed, "{result:?}\n{}", holder.log_text());
+    wait_for("both deliveries to settle", RUN_TIMEOUT, || async {
+        let states = stack.bus.consumer_states(StreamName::SandboxRuns).await?;
+        Ok(states.iter().all(|c| c.pending == 0 && c.in_flight == 0).then_some(()))
+    })
+    .await?;
+    assert!(
+        second.log_text().contains("run already finished; publishing its stored result again"),
+        "{}",
+        second.log_text()
+    );
+    assert!(
+        !second.log_text().contains("VM started"),
+        "the second worker booted a VM:\n{}",
+        second.log_text()
+    );
+    assert_eq!(results(&stack).await?.len(), 1, "one result");
+    assert_eq!(stack.bus.dead_letters(10).await?.len(), 0, "no dead letter\n{}", second.log_text());
+    let (state_col, attempt): (String, i32) =
+        sqlx::query_as("SELECT state, attempt FROM sandbox_runs WHERE run_id = 'e2e-live'")
+            .fetch_one(&stack.pool)
+            .await?;
+    assert_eq!((state_col.as_str(), attempt), ("finished", 1), "run once");
+    for worker in [&mut holder, &mut second] {
+        let status = worker.terminate(Duration::from_secs(30)).await?;
+        assert!(status.success(), "{status:?}\n{}", worker.log_text());
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn sandbox_worker_grants_a_runs_connections_and_revokes_them_when_it_ends() -> anyhow::Result<()> {
     let _one_vm = VM_LOCK.lock().await;
