@@ -379,7 +379,12 @@ async fn a_digest_is_summarised_by_the_model_through_the_broker_under_the_aggreg
     let double = ProviderDouble::start_with(
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         Credentials::Required,
-        |_: &patchpilot_provider_double::Conversation, _: usize| Turn::text(ANSWER),
+        // The first call is answered; any later one fails as a provider
+        // refusing the prompt does (400, not retried).
+        |_: &patchpilot_provider_double::Conversation, call: usize| match call {
+            0 => Turn::text(ANSWER),
+            _ => Turn::Fault(patchpilot_provider_double::Fault::ContextLength),
+        },
     )
     .await?;
     let mut broker = BrokerHarness::start("", 500).await?;
@@ -485,7 +490,8 @@ async fn a_digest_is_summarised_by_the_model_through_the_broker_under_the_aggreg
     assert!(retro.revoke("run-1").await.is_err(), "a sandbox run's capability is not the aggregator's");
     assert!(retro.sweep("worker-1").await.is_err(), "nor is a worker's");
     let terminator = broker.admin()?;
-    let refused = terminator.mint("retro-y", "worker-1", std::slice::from_ref(&model)).await.expect_err("refused");
+    let refused =
+        terminator.mint("retro-y", "worker-1", std::slice::from_ref(&model)).await.expect_err("refused");
     assert!(patchpilot_model::error_chain(&refused).contains("are the retro aggregator's"), "{refused:?}");
     assert!(terminator.sweep(identity::RETRO_WORKER).await.is_err());
 
@@ -503,5 +509,24 @@ async fn a_digest_is_summarised_by_the_model_through_the_broker_under_the_aggreg
     .expect("due in the next period");
     assert_eq!(next.summary, None);
     assert_eq!(double.requests().len(), 1, "off asks no model");
+
+    // On again, and the model fails: the digest still goes, without a
+    // summary, and the capability minted for it is revoked all the same.
+    let failed =
+        patchpilot_retro::digest::send_if_due(&stack.pool, &stack.bus, every, 10, now + every * 2, &section)
+            .await?
+            .expect("due in the period after");
+    assert_eq!(failed.summary, None, "a failed model call leaves the summary out");
+    assert_eq!(double.requests().len(), 2, "the model was asked once more");
+    let published = stack.stream_contents(topics::RETRO_DIGESTS.stream()).await?;
+    let last = patchpilot_model::RetroDigest::decode(&published.last().expect("a digest").payload)?;
+    assert_eq!((last.digest_id.as_str(), last.summary.as_ref()), (failed.digest_id.as_str(), None));
+    let run_id = format!("{}{}", identity::RETRO_RUN_PREFIX, failed.digest_id);
+    let revoked: bool =
+        sqlx::query_scalar("SELECT revoked_at IS NOT NULL FROM broker_capabilities WHERE run_id = $1")
+            .bind(&run_id)
+            .fetch_one(&stack.pool)
+            .await?;
+    assert!(revoked, "the failed summary's capability outlived it");
     Ok(())
 }
