@@ -1017,6 +1017,11 @@ fn why_only_patchpilot(
     others: &BTreeMap<(String, String), Vec<String>>,
     syft: &BTreeMap<Key, Found>,
 ) -> String {
+    if f.key.ecosystem == "linux-kernel-module"
+        && [".ko.gz", ".ko.xz", ".ko.zst"].iter().any(|s| f.path.ends_with(s))
+    {
+        return "a compressed module, which PatchPilot decompresses and syft 1.18 does not read".into();
+    }
     if let Some(versions) = others.get(&(f.key.ecosystem.clone(), f.key.name.clone())) {
         if f.key.ecosystem == "linux-kernel-module" && versions.iter().any(|v| v == "UNKNOWN") {
             return "a module whose .modinfo has no `version` tag, versioned by the kernel release its `vermagic` names; syft writes UNKNOWN".into();

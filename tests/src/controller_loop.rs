@@ -85,20 +85,23 @@ impl Loop {
     /// controller keys that run it.
     #[allow(clippy::type_complexity)]
     pub fn scripted(repos: &[&str]) -> (Vec<(String, Vec<(&'static str, String)>)>, String) {
-        let seeds: Vec<(String, Vec<(&str, String)>)> = repos
-            .iter()
-            .map(|name| {
-                let files = vec![
-                    ("Dockerfile", "FROM registry.test:5000/base:1.0\nCOPY app.txt /app.txt\n".to_owned()),
-                    ("lint.conf", "1.0\n".to_owned()),
-                    ("app.txt", "hello\n".to_owned()),
-                    ("scenario", format!("{name}\n")),
-                ];
-                ((*name).to_owned(), files)
-            })
-            .collect();
-        let controller = format!("agent_command = [\"sh\", \"-c\", '''{AGENT}''']\nagent_docker = false\n");
-        (seeds, controller)
+        let seeds = repos.iter().map(|name| ((*name).to_owned(), Loop::scripted_files(name))).collect();
+        (seeds, Loop::scripted_agent())
+    }
+
+    /// The files of a repository where the scripted agent plays `scenario`.
+    pub fn scripted_files(scenario: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("Dockerfile", "FROM registry.test:5000/base:1.0\nCOPY app.txt /app.txt\n".to_owned()),
+            ("lint.conf", "1.0\n".to_owned()),
+            ("app.txt", "hello\n".to_owned()),
+            ("scenario", format!("{scenario}\n")),
+        ]
+    }
+
+    /// The `[controller]` keys that run the scripted agent.
+    pub fn scripted_agent() -> String {
+        format!("agent_command = [\"sh\", \"-c\", '''{AGENT}''']\nagent_docker = false\n")
     }
 
     /// The same with `seeds` (repository name, files), a CI check command,

@@ -7,8 +7,10 @@
 //!
 //! [`FaultRun::run`] submits `n` remediations (one repository each, the
 //! scripted agent, the local forge and its CI), injects the faults as the
-//! remediations finish (never on a timer: the first at a fifth done, the
-//! next a fifth later), brings each failed part back once the fleet has
+//! remediations finish (never on a timer; a few are kept back so that
+//! each fault meets work in flight, two of them submitted just before the
+//! worker's fault so that a VM is running for it to take down), brings
+//! each failed part back once the fleet has
 //! finished a remediation without it, and then checks what must hold:
 //! every remediation succeeded with exactly one pull request and one
 //! branch, one `succeeded` event each on the bus, no dead letter. The
@@ -25,7 +27,7 @@ use anyhow::{Context as _, bail};
 use patchpilot_fleet::bus::StreamName;
 use tempfile::TempDir;
 
-use crate::controller_loop::{AGENT, CI, Loop, job};
+use crate::controller_loop::{CI, Loop, job};
 use crate::sandbox::{private_state_named, processes_mentioning, spawn_worker, unavailable};
 use crate::{ClosedPort, Service, Stack, wait_for};
 
@@ -399,6 +401,11 @@ const FAULTS: [&str; 4] = [
     "SIGKILL a sandbox worker (VM running)",
 ];
 
+/// Remediations submitted just before the last fault (see [`FaultRun::run`]).
+const LATE: usize = 2;
+/// Remediations kept back for the faults before it, one each at most.
+const SPARE: usize = FAULTS.len() - 1;
+
 /// How many of a pair of services a fault run keeps.
 const PAIR: usize = 2;
 
@@ -414,20 +421,10 @@ impl FaultRun {
         let pg = Postgres::start().await?;
         let stack = Stack::on(&nats.urls(), &pg.url, 3).await.map_err(|e| e.context(nats.logs()))?;
         let names: Vec<String> = (0..n).map(|i| format!("svc-{i:02}")).collect();
-        let seeds: Vec<(String, Vec<(&str, String)>)> = names
-            .iter()
-            .map(|name| {
-                let files = vec![
-                    ("Dockerfile", "FROM registry.test:5000/base:1.0\nCOPY app.txt /app.txt\n".to_owned()),
-                    ("lint.conf", "1.0\n".to_owned()),
-                    ("app.txt", "hello\n".to_owned()),
-                    ("scenario", "green\n".to_owned()),
-                ];
-                (name.clone(), files)
-            })
-            .collect();
-        let controller = format!("agent_command = [\"sh\", \"-c\", '''{AGENT}''']\nagent_docker = false\n");
-        let lp = Loop::start_inner(stack, &seeds, CI, &controller, None).await?;
+        // Every repository plays the scripted agent's `green`: one run, CI
+        // green at once, so the faults meet the loop and not the agent.
+        let seeds: Vec<_> = names.iter().map(|name| (name.clone(), Loop::scripted_files("green"))).collect();
+        let lp = Loop::start_inner(stack, &seeds, CI, &Loop::scripted_agent(), None).await?;
         let mut run = FaultRun {
             nats,
             pg,
@@ -473,13 +470,24 @@ impl FaultRun {
 
     /// Waits until more than `than` remediations are finished; returns
     /// how many are. The database may be down a moment after a restart:
-    /// a failed count is asked again.
-    async fn wait_done_over(&self, than: usize, deadline: Instant) -> anyhow::Result<usize> {
+    /// a failed count is asked again. When every submitted remediation has
+    /// finished, the next one not yet submitted is, keeping `reserve` back:
+    /// a fault must meet work in flight, however many finished at once
+    /// before it.
+    async fn wait_done_over(
+        &mut self,
+        than: usize,
+        reserve: usize,
+        deadline: Instant,
+    ) -> anyhow::Result<usize> {
         loop {
-            if let Ok(done) = self.done().await
-                && done > than
-            {
-                return Ok(done);
+            if let Ok(done) = self.done().await {
+                if done > than {
+                    return Ok(done);
+                }
+                if done == self.ids.len() && self.ids.len() + reserve < self.names.len() {
+                    self.submit(1).await?;
+                }
             }
             if Instant::now() >= deadline {
                 bail!(
@@ -493,29 +501,63 @@ impl FaultRun {
         }
     }
 
+    /// Submits the next `count` remediations not yet submitted. A publish
+    /// may fail while a fault is on (the stream electing a leader): it is
+    /// made again with the same message id, as the planner's outbox does,
+    /// so the stream keeps one.
+    async fn submit(&mut self, count: usize) -> anyhow::Result<()> {
+        let from = self.ids.len();
+        for name in self.names[from..(from + count).min(self.names.len())].to_vec() {
+            let job = job(&name);
+            let lp = &self.lp;
+            let id = wait_for(&format!("{name}'s job to be published"), Duration::from_secs(60), || async {
+                Ok(lp.submit_job(job.clone()).await.ok())
+            })
+            .await?;
+            self.ids.push(id);
+        }
+        Ok(())
+    }
+
     /// Submits every remediation, injects the four faults, waits for all
     /// to finish and checks what must hold.
     /// With `inject_faults` false, the same run with nothing failing: the
     /// baseline the bench measures first.
     pub async fn run(mut self, inject_faults: bool) -> anyhow::Result<FaultReport> {
         let n = self.names.len();
-        anyhow::ensure!(n >= 5, "a fault run needs at least 5 remediations, one per fault and one more");
+        anyhow::ensure!(
+            n > LATE + SPARE,
+            "a fault run needs more than {} remediations: {SPARE} kept back for the faults and {LATE} submitted late",
+            LATE + SPARE
+        );
         // Under TCG two VMs share two cores: about a minute a remediation
         // at worst, and the faults' own delays on top.
         let deadline = Instant::now() + Duration::from_secs(600 + 60 * n as u64);
         let started = Instant::now();
-        for name in self.names.clone() {
-            self.ids.push(self.lp.submit_job(job(&name)).await?);
-        }
+        // LATE are kept back and submitted just before the worker's fault,
+        // so that a VM is sure to be running for it to take down; SPARE more
+        // are kept back for the other faults, submitted when everything
+        // submitted has finished (two workers can finish two at once).
+        let first = n - LATE - SPARE;
+        self.submit(first).await?;
         let mut faults = Vec::new();
         let mut done = 0;
         let mut killed_node = 0;
-        let kinds = if inject_faults { &FAULTS[..] } else { &[] };
-        for (k, what) in kinds.iter().enumerate() {
+        let mut reserve = LATE;
+        for (k, what) in FAULTS.iter().enumerate() {
             let mut what = (*what).to_owned();
-            let threshold = n * (k + 1) / 5;
+            // Spread over the first batch, each after at least one more
+            // finished, in both passes.
+            let threshold = (first * (k + 1) / (FAULTS.len() + 1)).max(k + 1);
             while done < threshold {
-                done = self.wait_done_over(done, deadline).await?;
+                done = self.wait_done_over(done, reserve, deadline).await?;
+            }
+            if k == FAULTS.len() - 1 {
+                self.submit(LATE).await?;
+                reserve = 0;
+            }
+            if !inject_faults {
+                continue;
             }
             let at_done = done;
             let at = Instant::now();
@@ -567,7 +609,7 @@ impl FaultRun {
                     self.states.swap(0, i);
                 }
             }
-            done = self.wait_done_over(done, deadline).await?;
+            done = self.wait_done_over(done, reserve, deadline).await?;
             let next_done = at.elapsed();
             // Back once the fleet finished a remediation without it.
             match k {
@@ -591,8 +633,10 @@ impl FaultRun {
             );
             faults.push(Fault { what, at_done, next_done, down });
         }
+        let rest = n - self.ids.len();
+        self.submit(rest).await?;
         while done < n {
-            done = self.wait_done_over(done, deadline).await?;
+            done = self.wait_done_over(done, 0, deadline).await?;
         }
         let wall = started.elapsed();
         self.check().await?;

@@ -24,8 +24,10 @@
 //! versioned by the kernel release their `vermagic` was built for (its first
 //! word): such a module ships with that kernel and changes with it. A
 //! module with neither is reported without a version. Compressed modules
-//! (`.ko.gz`, `.ko.xz`, `.ko.zst`, as Alpine, Debian 13 and Fedora ship them)
-//! are not read yet; syft 1.18 does not read them either.
+//! (`.ko.gz`, `.ko.xz`, `.ko.zst`, as Alpine, Debian 13, Fedora and Ubuntu
+//! ship them) are decompressed in memory, at most [`MAX_MODULE_BYTES`]
+//! (the largest in-tree modules are some tens of megabytes), and read the
+//! same way; syft 1.18 does not read them.
 //!
 //! Neither kind has an OSV ecosystem PatchPilot matches: distribution
 //! kernels are matched through their OS packages (`linux-image-*`,
@@ -33,7 +35,11 @@
 //! inventory, for the SBOM.
 //!
 //! Both are read in ranges: the boot header and the version string, or the
-//! ELF headers and `.modinfo` (at most [`MAX_MODINFO_BYTES`]).
+//! ELF headers and `.modinfo` (at most [`MAX_MODINFO_BYTES`]). A compressed
+//! module is read whole: its section table is at the end of the
+//! decompressed stream.
+
+use std::io::Read as _;
 
 use object::ReadRef;
 
@@ -66,6 +72,33 @@ const MODINFO_SECTION: &[u8] = b".modinfo";
 /// Largest `.modinfo` read; real ones are a few kilobytes, the largest
 /// (drivers with thousands of device aliases) some hundreds.
 pub const MAX_MODINFO_BYTES: u64 = 4 << 20;
+
+/// Largest decompressed module read; a larger one is an error naming it.
+pub const MAX_MODULE_BYTES: u64 = 64 << 20;
+
+/// How a module file is compressed, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ModuleCompression {
+    None,
+    Gzip,
+    Xz,
+    Zstd,
+}
+
+impl ModuleCompression {
+    /// The file name's compression suffix after `.ko`, and the compression.
+    const SUFFIXES: [(&'static str, ModuleCompression); 4] = [
+        (".ko", ModuleCompression::None),
+        (".ko.gz", ModuleCompression::Gzip),
+        (".ko.xz", ModuleCompression::Xz),
+        (".ko.zst", ModuleCompression::Zstd),
+    ];
+
+    /// The compression and the suffix it ends with, for a module's path.
+    fn of(path: &str) -> Option<(ModuleCompression, &'static str)> {
+        Self::SUFFIXES.iter().find(|(suffix, _)| path.ends_with(suffix)).map(|(s, c)| (*c, *s))
+    }
+}
 
 /// Finds the Linux kernel and its modules.
 #[derive(Debug, Clone, Copy, Default)]
@@ -103,13 +136,25 @@ fn is_kernel_image(path: &str) -> bool {
 }
 
 fn is_module(path: &str) -> bool {
-    (path.starts_with("lib/modules/") || path.starts_with("usr/lib/modules/")) && path.ends_with(".ko")
+    (path.starts_with("lib/modules/") || path.starts_with("usr/lib/modules/"))
+        && ModuleCompression::of(path).is_some()
 }
 
 fn catalog<'data>(path: &str, data: impl ReadRef<'data>) -> Result<Vec<Package>, Error> {
-    let found = if is_module(path) {
-        read_module(data).map_err(|err| Error::new(CATALOGER, path, err.to_string()))?.map(|module| {
-            let name = module.name.unwrap_or_else(|| file_name(path).trim_end_matches(".ko").to_owned());
+    let found = if let Some((compression, suffix)) = ModuleCompression::of(path).filter(|_| is_module(path)) {
+        let module = match compression {
+            ModuleCompression::None => read_module(data),
+            compressed => {
+                let whole = data
+                    .len()
+                    .and_then(|len| data.read_bytes_at(0, len))
+                    .map_err(|()| Error::new(CATALOGER, path, "the file cannot be read"))?;
+                let module = decompress(compressed, whole).map_err(|e| Error::new(CATALOGER, path, e))?;
+                read_module(&module[..])
+            }
+        };
+        module.map_err(|err| Error::new(CATALOGER, path, err.to_string()))?.map(|module| {
+            let name = module.name.unwrap_or_else(|| file_name(path).trim_end_matches(suffix).to_owned());
             let version = module.version.or(module.kernel_release).unwrap_or_default();
             package(name, version, PackageKind::LinuxKernelModule, path)
         })
@@ -118,6 +163,58 @@ fn catalog<'data>(path: &str, data: impl ReadRef<'data>) -> Result<Vec<Package>,
             .map(|release| package(KERNEL_PACKAGE.to_owned(), release, PackageKind::LinuxKernel, path))
     };
     Ok(found.into_iter().collect())
+}
+
+/// The module `compressed` holds, at most [`MAX_MODULE_BYTES`] of it.
+fn decompress(compression: ModuleCompression, compressed: &[u8]) -> Result<Vec<u8>, String> {
+    let mut module = Vec::new();
+    let read = match compression {
+        ModuleCompression::None => return Ok(compressed.to_vec()),
+        ModuleCompression::Gzip => {
+            flate2::read::MultiGzDecoder::new(compressed).take(MAX_MODULE_BYTES + 1).read_to_end(&mut module)
+        }
+        ModuleCompression::Zstd => ruzstd::decoding::StreamingDecoder::new(compressed)
+            .map_err(|e| format!("not zstd: {e}"))?
+            .take(MAX_MODULE_BYTES + 1)
+            .read_to_end(&mut module),
+        ModuleCompression::Xz => {
+            let mut capped = Capped { bytes: &mut module, cap: MAX_MODULE_BYTES as usize };
+            lzma_rs::xz_decompress(&mut std::io::BufReader::new(compressed), &mut capped).map(|()| 0).map_err(
+                |e| match e {
+                    lzma_rs::error::Error::IoError(io) => io,
+                    other => std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{other:?}")),
+                },
+            )
+        }
+    };
+    read.map_err(|e| format!("cannot decompress it: {e}"))?;
+    if module.len() as u64 > MAX_MODULE_BYTES {
+        return Err(format!("it decompresses to more than {MAX_MODULE_BYTES} bytes"));
+    }
+    Ok(module)
+}
+
+/// A writer that takes at most `cap` + 1 bytes, then refuses: the xz
+/// decoder writes where the others are read.
+struct Capped<'a> {
+    bytes: &'a mut Vec<u8>,
+    cap: usize,
+}
+
+impl std::io::Write for Capped<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() > self.cap {
+            return Err(std::io::Error::other(format!("more than {} bytes", self.cap)));
+        }
+        let room = self.cap + 1 - self.bytes.len();
+        let taken = buf.len().min(room);
+        self.bytes.extend_from_slice(&buf[..taken]);
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn package(name: String, version: String, kind: PackageKind, path: &str) -> Package {
@@ -308,18 +405,40 @@ mod tests {
             "lib/modules/6.18.56-0-virt/vmlinuz",
             "lib/modules/6.1.0-18-amd64/kernel/fs/overlayfs/overlay.ko",
             "usr/lib/modules/6.1.0-18-amd64/kernel/net/bridge/bridge.ko",
+            "lib/modules/6.18.56-0-virt/kernel/fs/overlayfs/overlay.ko.gz",
+            "lib/modules/6.12.57+deb13-amd64/kernel/fs/overlayfs/overlay.ko.xz",
+            "usr/lib/modules/6.8.0-88-generic/kernel/fs/overlayfs/overlay.ko.zst",
         ] {
             assert!(cataloger.wants(wanted, false), "{wanted}");
         }
         for unwanted in [
             "boot/config-6.1.0-18-amd64",
             "boot/System.map-6.1.0-18-amd64",
-            "lib/modules/6.18.56-0-virt/kernel/fs/overlayfs/overlay.ko.gz",
+            "lib/modules/6.18.56-0-virt/kernel/fs/overlayfs/overlay.ko.bz2",
             "lib/modules/6.1.0-18-amd64/modules.dep",
             "opt/driver/thing.ko",
         ] {
             assert!(!cataloger.wants(unwanted, false), "{unwanted}");
         }
+    }
+
+    #[test]
+    fn a_module_that_decompresses_past_the_cap_is_refused() {
+        use std::io::Write as _;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..=(MAX_MODULE_BYTES >> 20) {
+            gz.write_all(&zeros).expect("compress");
+        }
+        let bomb = gz.finish().expect("compress");
+        let err = decompress(ModuleCompression::Gzip, &bomb).expect_err("past the cap");
+        assert!(err.contains("more than"), "{err}");
+        // The xz decoder writes into a writer that takes its cap and one
+        // byte more, then refuses.
+        let mut bytes = Vec::new();
+        let mut capped = Capped { bytes: &mut bytes, cap: 4 };
+        assert_eq!(capped.write(b"abcdefgh").expect("room for 5"), 5);
+        assert!(capped.write(b"i").is_err());
     }
 
     #[test]

@@ -10,9 +10,11 @@ use patchpilot_e2e::sandbox::VM_LOCK;
 async fn a_nats_node_postgres_a_controller_and_a_sandbox_worker_fail_in_turn_and_every_remediation_opens_one_pr()
 -> anyhow::Result<()> {
     let _one_vm = VM_LOCK.lock().await;
-    // Five is the fewest that puts every fault between two finished
-    // remediations: each needs one done before it and one after.
-    let Some(run) = FaultRun::start(5).await? else { return Ok(()) };
+    // Six is the fewest the run takes: one at first, three kept for the
+    // faults (each meets work in flight however many finished before it),
+    // and two submitted just before the worker's, so that a VM is running
+    // when it is killed.
+    let Some(run) = FaultRun::start(6).await? else { return Ok(()) };
     let report = run.run(true).await?;
     eprintln!("{}", report.table());
     assert_eq!(report.faults.len(), 4);

@@ -87,6 +87,16 @@ async fn wait_result(stack: &Stack, worker: &Service) -> anyhow::Result<SandboxR
         .map_err(|e| e.context(format!("worker log:\n{}", worker.log_text())))
 }
 
+/// Waits until every delivery of `SANDBOX_RUNS` has settled: the workers'
+/// consumers have nothing pending and nothing unacknowledged.
+async fn wait_settled(stack: &Stack) -> anyhow::Result<()> {
+    wait_for("the run requests' deliveries to settle", RUN_TIMEOUT, || async {
+        let states = stack.bus.consumer_states(StreamName::SandboxRuns).await?;
+        Ok(states.iter().all(|c| c.pending == 0 && c.in_flight == 0).then_some(()))
+    })
+    .await
+}
+
 /// `git apply --check` of `patch` on `dir`.
 fn applies(dir: &Path, patch: &[u8]) -> anyhow::Result<()> {
     let file = dir.with_extension("patch");
@@ -310,11 +320,7 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
 
     // Exactly one result, once the redelivery has settled: the worker's
     // consumer has nothing pending and nothing unacknowledged.
-    wait_for("the run's redelivery to settle", RUN_TIMEOUT, || async {
-        let states = stack.bus.consumer_states(StreamName::SandboxRuns).await?;
-        Ok(states.iter().all(|c| c.pending == 0 && c.in_flight == 0).then_some(()))
-    })
-    .await?;
+    wait_settled(&stack).await?;
     assert_eq!(results(&stack).await?.len(), 1);
     let status = second.terminate(Duration::from_secs(30)).await?;
     assert!(status.success(), "{status:?}\n{}", second.log_text());
@@ -323,10 +329,6 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
     Ok(())
 }
 
-/// A run that asks for a broker connection: the worker mints its
-/// capability at start (the guest gets the broker's loopback address, the
-/// capability and the model variables), the call goes through the run's
-/// terminator, and the capability is dead once the run has ended.
 /// A second delivery of a run the worker is still running (JetStream
 /// redelivers when in-progress acks come late on a loaded host; here the
 /// same run is simply published again under another message id) waits for
@@ -363,11 +365,7 @@ async fn sandbox_worker_waits_on_a_redelivery_of_a_run_it_is_running() -> anyhow
 
     let result = wait_result(&stack, &worker).await?;
     assert_eq!(result.outcome, RunOutcome::Completed, "{result:?}\n{}", worker.log_text());
-    wait_for("both deliveries to settle", RUN_TIMEOUT, || async {
-        let states = stack.bus.consumer_states(StreamName::SandboxRuns).await?;
-        Ok(states.iter().all(|c| c.pending == 0 && c.in_flight == 0).then_some(()))
-    })
-    .await?;
+    wait_settled(&stack).await?;
     assert_eq!(results(&stack).await?.len(), 1, "one result");
     assert_eq!(stack.bus.dead_letters(10).await?.len(), 0, "no dead letter\n{}", worker.log_text());
     let (state_col, attempt): (String, i32) =
@@ -425,11 +423,7 @@ async fn sandbox_worker_waits_for_a_run_live_on_another_worker_instead_of_runnin
 
     let result = wait_result(&stack, &holder).await?;
     assert_eq!(result.outcome, RunOutcome::Completed, "{result:?}\n{}", holder.log_text());
-    wait_for("both deliveries to settle", RUN_TIMEOUT, || async {
-        let states = stack.bus.consumer_states(StreamName::SandboxRuns).await?;
-        Ok(states.iter().all(|c| c.pending == 0 && c.in_flight == 0).then_some(()))
-    })
-    .await?;
+    wait_settled(&stack).await?;
     assert!(
         second.log_text().contains("run already finished; publishing its stored result again"),
         "{}",
@@ -454,6 +448,10 @@ async fn sandbox_worker_waits_for_a_run_live_on_another_worker_instead_of_runnin
     Ok(())
 }
 
+/// A run that asks for a broker connection: the worker mints its
+/// capability at start (the guest gets the broker's loopback address, the
+/// capability and the model variables), the call goes through the run's
+/// terminator, and the capability is dead once the run has ended.
 #[tokio::test]
 async fn sandbox_worker_grants_a_runs_connections_and_revokes_them_when_it_ends() -> anyhow::Result<()> {
     let _one_vm = VM_LOCK.lock().await;
