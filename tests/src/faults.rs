@@ -507,8 +507,8 @@ impl FaultRun {
     /// so the stream keeps one.
     async fn submit(&mut self, count: usize) -> anyhow::Result<()> {
         let from = self.ids.len();
-        for name in self.names[from..(from + count).min(self.names.len())].to_vec() {
-            let job = job(&name);
+        for name in &self.names[from..(from + count).min(self.names.len())] {
+            let job = job(name);
             let lp = &self.lp;
             let id = wait_for(&format!("{name}'s job to be published"), Duration::from_secs(60), || async {
                 Ok(lp.submit_job(job.clone()).await.ok())
