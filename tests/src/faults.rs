@@ -511,7 +511,7 @@ impl FaultRun {
             let job = job(name);
             let lp = &self.lp;
             let id = wait_for(&format!("{name}'s job to be published"), Duration::from_secs(60), || async {
-                Ok(lp.submit_job(job.clone()).await.ok())
+                Ok(Some(lp.submit_job(job.clone()).await?))
             })
             .await?;
             self.ids.push(id);
@@ -521,6 +521,7 @@ impl FaultRun {
 
     /// Submits every remediation, injects the four faults, waits for all
     /// to finish and checks what must hold.
+    ///
     /// With `inject_faults` false, the same run with nothing failing: the
     /// baseline the bench measures first.
     pub async fn run(mut self, inject_faults: bool) -> anyhow::Result<FaultReport> {
@@ -583,19 +584,15 @@ impl FaultRun {
                 _ => {
                     // A worker with a VM running: the run in it is lost
                     // and must be run again, never twice published.
-                    let runs = self.states[0].join("runs");
                     let (i, runs) =
                         wait_for("a sandbox worker with a VM running", Duration::from_secs(300), || {
-                            let (zero, one) = (runs.clone(), self.states[1].join("runs"));
-                            async move {
-                                Ok(if !processes_mentioning(&zero).is_empty() {
-                                    Some((0, zero))
-                                } else if !processes_mentioning(&one).is_empty() {
-                                    Some((1, one))
-                                } else {
-                                    None
-                                })
-                            }
+                            let running = self
+                                .states
+                                .iter()
+                                .map(|state| state.join("runs"))
+                                .enumerate()
+                                .find(|(_, runs)| !processes_mentioning(runs).is_empty());
+                            async move { Ok(running) }
                         })
                         .await?;
                     self.workers[i].kill();
@@ -651,9 +648,12 @@ impl FaultRun {
             sqlx::query_scalar("SELECT count(*) FROM sandbox_runs WHERE attempt > 1").fetch_one(pool).await?;
         let transitions: i64 =
             sqlx::query_scalar("SELECT count(*) FROM controller_transitions").fetch_one(pool).await?;
-        let complaints = complaints(self.lp.stack.dir.path());
-        let runs_waited_for =
-            logged(self.lp.stack.dir.path(), "redelivered while live on another worker; waiting for it");
+        let events = log_events(self.lp.stack.dir.path());
+        let complaints = complaints(&events);
+        let runs_waited_for = events
+            .iter()
+            .filter(|(_, message)| message == "redelivered while live on another worker; waiting for it")
+            .count();
         for mut c in std::mem::take(&mut self.controllers) {
             c.kill();
         }
@@ -727,16 +727,11 @@ fn log_events(dir: &Path) -> Vec<(String, String)> {
     events
 }
 
-/// How many lines of the services' logs in `dir` say `message`.
-fn logged(dir: &Path, message: &str) -> usize {
-    log_events(dir).iter().filter(|(_, m)| m == message).count()
-}
-
-/// Every WARN and ERROR line of the services' JSON logs in `dir`, counted
+/// The WARN and ERROR lines among `events` (see [`log_events`]), counted
 /// by `level: message`, most frequent first.
-fn complaints(dir: &Path) -> Vec<(String, usize)> {
+fn complaints(events: &[(String, String)]) -> Vec<(String, usize)> {
     let mut counts = std::collections::BTreeMap::<String, usize>::new();
-    for (level, message) in log_events(dir) {
+    for (level, message) in events {
         if level == "WARN" || level == "ERROR" {
             *counts.entry(format!("{level}: {message}")).or_default() += 1;
         }

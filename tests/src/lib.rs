@@ -186,14 +186,20 @@ impl TestDatabase {
 
     /// A pool on this database with the fleet's migrations applied.
     pub async fn migrated_pool(&self) -> anyhow::Result<PgPool> {
-        let config = DatabaseConfig {
-            url: self.url.clone(),
-            max_connections: 4,
-            migrate: true,
-            ..DatabaseConfig::default()
-        };
-        Ok(patchpilot_fleet::store::connect(&config).await?)
+        migrated_pool(&self.url).await
     }
+}
+
+/// A small pool on the database at `url`, with the fleet's migrations
+/// applied.
+async fn migrated_pool(url: &str) -> anyhow::Result<PgPool> {
+    let config = DatabaseConfig {
+        url: url.to_owned(),
+        max_connections: 4,
+        migrate: true,
+        ..DatabaseConfig::default()
+    };
+    Ok(patchpilot_fleet::store::connect(&config).await?)
 }
 
 impl Drop for TestDatabase {
@@ -535,28 +541,12 @@ pub struct Stack {
 impl Stack {
     /// Starts NATS, creates a database, migrates it and creates the streams.
     pub async fn start() -> anyhow::Result<Stack> {
-        patchpilot_fleet::telemetry::install_crypto_provider();
         let nats = NatsServer::start().await?;
         let db = TestDatabase::create().await?;
-        let pool = db.migrated_pool().await?;
-        let bus = Bus::connect(
-            &NatsConfig { url: nats.url.clone(), ..NatsConfig::default() },
-            Self::bus_config(),
-            "e2e-test",
-        )
-        .await?;
-        bus.ensure_topology().await?;
-        Ok(Stack {
-            nats_url: nats.url.clone(),
-            db_url: db.url.clone(),
-            _nats: Some(nats),
-            _db: Some(db),
-            replicas: 1,
-            bus,
-            pool,
-            dir: tempfile::tempdir()?,
-            extra_env: Vec::new(),
-        })
+        let mut stack = Stack::on(&nats.url, &db.url, 1).await?;
+        stack._nats = Some(nats);
+        stack._db = Some(db);
+        Ok(stack)
     }
 
     /// A stack on servers the caller runs and keeps alive: `nats_url` may
@@ -566,13 +556,7 @@ impl Stack {
     /// is asked again until it succeeds.
     pub async fn on(nats_url: &str, db_url: &str, replicas: usize) -> anyhow::Result<Stack> {
         patchpilot_fleet::telemetry::install_crypto_provider();
-        let config = DatabaseConfig {
-            url: db_url.to_owned(),
-            max_connections: 4,
-            migrate: true,
-            ..DatabaseConfig::default()
-        };
-        let pool = patchpilot_fleet::store::connect(&config).await?;
+        let pool = migrated_pool(db_url).await?;
         let settings = BusConfig { replicas, ..Self::bus_config() };
         let bus = Bus::connect(
             &NatsConfig { url: nats_url.to_owned(), ..NatsConfig::default() },
@@ -581,7 +565,9 @@ impl Stack {
         )
         .await?;
         wait_for("the streams to be created", Duration::from_secs(60), || async {
-            Ok(bus.ensure_topology().await.ok())
+            // An error is kept as the last one, for the timeout's message.
+            bus.ensure_topology().await?;
+            Ok(Some(()))
         })
         .await?;
         Ok(Stack {

@@ -76,29 +76,21 @@ pub const MAX_MODINFO_BYTES: u64 = 4 << 20;
 /// Largest decompressed module read; a larger one is an error naming it.
 pub const MAX_MODULE_BYTES: u64 = 64 << 20;
 
-/// How a module file is compressed, by its name.
+/// How a compressed module file is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ModuleCompression {
-    None,
+enum Compression {
     Gzip,
     Xz,
     Zstd,
 }
 
-impl ModuleCompression {
-    /// The file name's compression suffix after `.ko`, and the compression.
-    const SUFFIXES: [(&'static str, ModuleCompression); 4] = [
-        (".ko", ModuleCompression::None),
-        (".ko.gz", ModuleCompression::Gzip),
-        (".ko.xz", ModuleCompression::Xz),
-        (".ko.zst", ModuleCompression::Zstd),
-    ];
-
-    /// The compression and the suffix it ends with, for a module's path.
-    fn of(path: &str) -> Option<(ModuleCompression, &'static str)> {
-        Self::SUFFIXES.iter().find(|(suffix, _)| path.ends_with(suffix)).map(|(s, c)| (*c, *s))
-    }
-}
+/// A module's file name suffixes, and how each is compressed.
+const MODULE_SUFFIXES: [(&str, Option<Compression>); 4] = [
+    (".ko", None),
+    (".ko.gz", Some(Compression::Gzip)),
+    (".ko.xz", Some(Compression::Xz)),
+    (".ko.zst", Some(Compression::Zstd)),
+];
 
 /// Finds the Linux kernel and its modules.
 #[derive(Debug, Clone, Copy, Default)]
@@ -136,15 +128,23 @@ fn is_kernel_image(path: &str) -> bool {
 }
 
 fn is_module(path: &str) -> bool {
-    (path.starts_with("lib/modules/") || path.starts_with("usr/lib/modules/"))
-        && ModuleCompression::of(path).is_some()
+    module_suffix(path).is_some()
+}
+
+/// For a module's path, its suffix and how it is compressed; `None` for
+/// any other file.
+fn module_suffix(path: &str) -> Option<(&'static str, Option<Compression>)> {
+    if !(path.starts_with("lib/modules/") || path.starts_with("usr/lib/modules/")) {
+        return None;
+    }
+    MODULE_SUFFIXES.into_iter().find(|(suffix, _)| path.ends_with(suffix))
 }
 
 fn catalog<'data>(path: &str, data: impl ReadRef<'data>) -> Result<Vec<Package>, Error> {
-    let found = if let Some((compression, suffix)) = ModuleCompression::of(path).filter(|_| is_module(path)) {
+    let found = if let Some((suffix, compression)) = module_suffix(path) {
         let module = match compression {
-            ModuleCompression::None => read_module(data),
-            compressed => {
+            None => read_module(data),
+            Some(compressed) => {
                 let whole = data
                     .len()
                     .and_then(|len| data.read_bytes_at(0, len))
@@ -166,18 +166,17 @@ fn catalog<'data>(path: &str, data: impl ReadRef<'data>) -> Result<Vec<Package>,
 }
 
 /// The module `compressed` holds, at most [`MAX_MODULE_BYTES`] of it.
-fn decompress(compression: ModuleCompression, compressed: &[u8]) -> Result<Vec<u8>, String> {
+fn decompress(compression: Compression, compressed: &[u8]) -> Result<Vec<u8>, String> {
     let mut module = Vec::new();
     let read = match compression {
-        ModuleCompression::None => return Ok(compressed.to_vec()),
-        ModuleCompression::Gzip => {
+        Compression::Gzip => {
             flate2::read::MultiGzDecoder::new(compressed).take(MAX_MODULE_BYTES + 1).read_to_end(&mut module)
         }
-        ModuleCompression::Zstd => ruzstd::decoding::StreamingDecoder::new(compressed)
+        Compression::Zstd => ruzstd::decoding::StreamingDecoder::new(compressed)
             .map_err(|e| format!("not zstd: {e}"))?
             .take(MAX_MODULE_BYTES + 1)
             .read_to_end(&mut module),
-        ModuleCompression::Xz => {
+        Compression::Xz => {
             let mut capped = Capped { bytes: &mut module, cap: MAX_MODULE_BYTES as usize };
             lzma_rs::xz_decompress(&mut std::io::BufReader::new(compressed), &mut capped).map(|()| 0).map_err(
                 |e| match e {
@@ -431,7 +430,7 @@ mod tests {
             gz.write_all(&zeros).expect("compress");
         }
         let bomb = gz.finish().expect("compress");
-        let err = decompress(ModuleCompression::Gzip, &bomb).expect_err("past the cap");
+        let err = decompress(Compression::Gzip, &bomb).expect_err("past the cap");
         assert!(err.contains("more than"), "{err}");
         // The xz decoder writes into a writer that takes its cap and one
         // byte more, then refuses.

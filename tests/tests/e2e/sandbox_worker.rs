@@ -87,6 +87,18 @@ async fn wait_result(stack: &Stack, worker: &Service) -> anyhow::Result<SandboxR
         .map_err(|e| e.context(format!("worker log:\n{}", worker.log_text())))
 }
 
+/// Waits until a VM of the worker on `state` has started; returns the
+/// processes naming its run folders (the VMM and its helpers).
+async fn wait_vm_started(state: &Path, worker: &Service) -> anyhow::Result<Vec<(u32, String)>> {
+    let runs = format!("{}/", state.join("runs").display());
+    wait_for(&format!("a VM under {runs} to start"), RUN_TIMEOUT, || async {
+        let found = processes_naming(&runs);
+        Ok(found.iter().any(|(_, cmd)| cmd.contains("qemu")).then_some(found))
+    })
+    .await
+    .map_err(|e| e.context(format!("worker log:\n{}", worker.log_text())))
+}
+
 /// Waits until every delivery of `SANDBOX_RUNS` has settled: the workers'
 /// consumers have nothing pending and nothing unacknowledged.
 async fn wait_settled(stack: &Stack) -> anyhow::Result<()> {
@@ -283,13 +295,7 @@ async fn sandbox_worker_killed_mid_run_is_swept_and_the_run_completes_once() -> 
             &sandbox_run("e2e-kill", "workspaces/e2e-kill.tar.gz", HELD_SCRIPT),
         )
         .await?;
-    let leftovers = wait_for("worker A's VM to start", RUN_TIMEOUT, || async {
-        let found = processes_naming(&runs);
-        let qemu = found.iter().any(|(_, cmd)| cmd.contains("qemu"));
-        Ok(qemu.then_some(found))
-    })
-    .await
-    .map_err(|e| e.context(format!("worker A log:\n{}", first.log_text())))?;
+    let leftovers = wait_vm_started(&state, &first).await?;
     // SIGKILL, reaped before `kill` returns. The VMM runs in its own
     // process group, but the kernel kills it with the worker (its
     // parent-death signal); only the run folder is left for the sweep.
@@ -350,12 +356,7 @@ async fn sandbox_worker_waits_on_a_redelivery_of_a_run_it_is_running() -> anyhow
     let mut worker = patchpilot_e2e::sandbox::spawn_worker_with(&stack, &state, "worker", &toml)?;
     let run = sandbox_run("e2e-dup", "workspaces/e2e-dup.tar.gz", "sleep 20; echo hi > new.txt");
     stack.bus.publish(&topics::SANDBOX_RUNS, None, "e2e-dup", &run).await?;
-    let runs = format!("{}/", state.join("runs").display());
-    wait_for("the run's VM to start", RUN_TIMEOUT, || async {
-        Ok(processes_naming(&runs).iter().any(|(_, cmd)| cmd.contains("qemu")).then_some(()))
-    })
-    .await
-    .map_err(|e| e.context(worker.log_text()))?;
+    wait_vm_started(&state, &worker).await?;
     stack.bus.publish(&topics::SANDBOX_RUNS, None, "e2e-dup-again", &run).await?;
     wait_for("the second delivery to wait on the run", Duration::from_secs(60), || async {
         Ok(worker.log_text().contains("redelivered while still running here").then_some(()))
@@ -405,12 +406,7 @@ async fn sandbox_worker_waits_for_a_run_live_on_another_worker_instead_of_runnin
     // it beat, not merely catch it early.
     let run = sandbox_run("e2e-live", "workspaces/e2e-live.tar.gz", "sleep 25; echo hi > new.txt");
     stack.bus.publish(&topics::SANDBOX_RUNS, None, "e2e-live", &run).await?;
-    let runs_a = format!("{}/", state_a.join("runs").display());
-    wait_for("the holder's VM to start", RUN_TIMEOUT, || async {
-        Ok(processes_naming(&runs_a).iter().any(|(_, cmd)| cmd.contains("qemu")).then_some(()))
-    })
-    .await
-    .map_err(|e| e.context(holder.log_text()))?;
+    wait_vm_started(&state_a, &holder).await?;
     // The holder's one slot is busy, so the second delivery goes to the
     // second worker.
     let mut second = spawn_worker(&stack, &state_b, "worker-b")?;
