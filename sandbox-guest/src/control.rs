@@ -17,7 +17,8 @@ use futures::Stream;
 use patchpilot_proto::v1::guest_control_server::GuestControl;
 use patchpilot_proto::v1::{
     ArtifactInfo, ArtifactRequest, Chunk, HelloReply, HelloRequest, Output, OutputStream, Phase,
-    PutWorkspaceReply, RunEvent, RunFinished, RunSpec, ShutdownReply, ShutdownRequest, run_event,
+    PrepareReply, PrepareRequest, PutWorkspaceReply, RunEvent, RunFinished, RunSpec, ShutdownReply,
+    ShutdownRequest, run_event,
 };
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -50,6 +51,10 @@ struct State {
     base_commit: Option<String>,
     running: bool,
     artifacts: HashMap<String, PathBuf>,
+    /// Prepare was called (once only).
+    prepared: bool,
+    /// dockerd started by Prepare, and the registries it was given.
+    prepared_docker: Option<(tokio::process::Child, Vec<String>)>,
 }
 
 /// The service.
@@ -259,8 +264,19 @@ impl Control {
             }
         }
 
+        // A dockerd that Prepare started serves the run when it was given
+        // the same registries and still answers; otherwise it goes, so the
+        // command never finds a daemon it did not ask for.
         let mut _dockerd = None;
-        if spec.docker {
+        if let Some((mut child, registries)) = self.state.lock().await.prepared_docker.take() {
+            if spec.docker && registries == spec.insecure_registries && crate::docker::ping().await {
+                _dockerd = Some(child);
+                let _ = tx.send(phase("docker", "ready", "started before the run")).await;
+            } else {
+                let _ = child.kill().await;
+            }
+        }
+        if spec.docker && _dockerd.is_none() {
             let _ = tx.send(phase("docker", "started", "")).await;
             match crate::docker::start(&spec.insecure_registries, Duration::from_secs(120)).await {
                 Ok(child) => {
@@ -399,6 +415,27 @@ impl GuestControl for Control {
                 _ => String::new(),
             },
         }))
+    }
+
+    async fn prepare(&self, request: Request<PrepareRequest>) -> Result<Response<PrepareReply>, Status> {
+        let request = request.into_inner();
+        {
+            let mut state = self.state.lock().await;
+            if state.prepared || state.base_commit.is_some() || state.running {
+                return Err(Status::failed_precondition("Prepare comes once, before the workspace"));
+            }
+            state.prepared = true;
+        }
+        if !request.docker {
+            return Ok(Response::new(PrepareReply { docker_ms: 0 }));
+        }
+        let started = std::time::Instant::now();
+        let child = crate::docker::start(&request.insecure_registries, Duration::from_secs(120))
+            .await
+            .map_err(|e| Status::unavailable(format!("docker: {e}")))?;
+        let docker_ms = started.elapsed().as_millis() as u64;
+        self.state.lock().await.prepared_docker = Some((child, request.insecure_registries));
+        Ok(Response::new(PrepareReply { docker_ms }))
     }
 
     async fn put_workspace(

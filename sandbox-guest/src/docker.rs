@@ -1,4 +1,5 @@
-//! dockerd inside the guest, started when a run asks for it. Its data lives
+//! dockerd inside the guest, started when a run asks for it (or, in a
+//! warm-pool VM, when the host prepares it before any run). Its data lives
 //! on the scratch disc (overlay2 cannot sit on the overlay root) and its
 //! socket stays inside the guest: the host's Docker is never reachable.
 //!
@@ -70,7 +71,8 @@ pub async fn start(insecure_registries: &[String], timeout: Duration) -> Result<
     }
 }
 
-async fn ping() -> bool {
+/// Whether dockerd answers `/_ping` on [`SOCKET`].
+pub(crate) async fn ping() -> bool {
     let Ok(mut s) = tokio::net::UnixStream::connect(SOCKET).await else { return false };
     if s.write_all(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n").await.is_err() {
         return false;

@@ -62,6 +62,13 @@ pub struct SandboxConfig {
     /// Registries (`host:port`) the guest's Docker daemon speaks plain HTTP
     /// to: a private registry without TLS, reached through the egress policy.
     pub insecure_registries: Vec<String>,
+    /// VMs the worker keeps booted for runs whose limits are the defaults
+    /// (`[sandbox.limits]`); unset: 1 where guests boot under KVM, 0 under
+    /// TCG, where a VM waiting in the pool costs the runs beside it CPU
+    /// while it boots.
+    pub warm_pool: Option<usize>,
+    /// Start dockerd in warm VMs before a run asks for it.
+    pub warm_docker: bool,
     /// Durable consumer name on `SANDBOX_RUNS`.
     pub consumer: String,
     /// The capability broker runs granted connections reach
@@ -84,6 +91,8 @@ impl Default for SandboxConfig {
             hang_timeout_secs: 60,
             host_aliases: BTreeMap::new(),
             insecure_registries: Vec::new(),
+            warm_pool: None,
+            warm_docker: true,
             consumer: "sandbox-worker".into(),
             broker: patchpilot_broker::terminator::BrokerEndpoint::default(),
         }
@@ -105,6 +114,9 @@ impl Validate for SandboxConfig {
             // Heartbeats come every 2 s; a guest slowed by emulation and
             // load must not be taken for a hung one.
             return Err(config::Error::invalid(key(prefix, "hang_timeout_secs"), "must be at least 10"));
+        }
+        if self.warm_pool.is_some_and(|size| size > 16) {
+            return Err(config::Error::invalid(key(prefix, "warm_pool"), "must be between 0 and 16"));
         }
         if self.consumer.is_empty() {
             return Err(config::Error::invalid(key(prefix, "consumer"), "must not be empty"));
@@ -267,5 +279,21 @@ impl Validate for LimitsConfig {
             return Err(config::Error::invalid(key(prefix, "disk_mib"), "must be at least 256"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warm_pool_above_sixteen_is_refused_naming_its_key() {
+        let mut config = SandboxConfig { warm_pool: Some(17), ..SandboxConfig::default() };
+        let error = config.validate("sandbox").expect_err("17 warm VMs").to_string();
+        assert!(error.contains("sandbox.warm_pool"), "{error}");
+        config.warm_pool = Some(16);
+        config.validate("sandbox").expect("16 warm VMs");
+        config.warm_pool = None;
+        config.validate("sandbox").expect("the backend's default");
     }
 }

@@ -25,6 +25,8 @@
 //!   mint, the guest's variables, the terminator's link, revoke.
 //! - [`run`]: one run start to finish, shared by the worker service and
 //!   `patchpilot sandbox run`.
+//! - [`pool`]: the warm pool, VMs booted (dockerd up) before a run asks,
+//!   each used once.
 //! - [`liveness`]: a hung guest told from a long build, by what it streams
 //!   (heartbeats, output, phases) against `hang_timeout_secs`.
 //! - [`worker`]: the `patchpilot-sandbox-worker` service; [`config`] its
@@ -48,6 +50,7 @@ pub mod config;
 pub mod egress;
 pub mod image;
 pub mod liveness;
+pub mod pool;
 pub mod run;
 pub mod sweep;
 pub mod vmm;

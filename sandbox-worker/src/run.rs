@@ -16,17 +16,21 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use patchpilot_model::RunOutcome;
+use patchpilot_proto::v1::guest_control_client::GuestControlClient;
 use patchpilot_proto::v1::{
-    ArtifactRequest, Chunk, HelloRequest, OutputStream, Phase, RunSpec, ShutdownRequest, run_event,
+    ArtifactRequest, Chunk, HelloReply, HelloRequest, OutputStream, Phase, RunSpec, ShutdownRequest,
+    run_event,
 };
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
+use tonic::transport::Channel;
 
 use crate::config::{Backend, SandboxConfig};
 use crate::egress::forwarder::{self, ForwarderConfig};
 use crate::image::{Image, ImageBuilder};
 use crate::liveness::Liveness;
+use crate::pool::{WarmPool, WarmShape, WarmVm};
 use crate::vmm::qemu::{Qemu, Resolved};
 use crate::vmm::{Vm, VmSpec, Vmm};
 use crate::vsock;
@@ -41,7 +45,7 @@ const BOOT_ATTEMPTS: u32 = 3;
 /// How long one connection attempt to the booting guest may take.
 const CONNECT_ATTEMPT: Duration = Duration::from_secs(3);
 /// How long the guest agent's first answer may take on one connection.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the console is read for [`CONSOLE_FAULTS`]: it is a file the
 /// VMM appends to, with no change notification that works on every backend.
 const CONSOLE_POLL: Duration = Duration::from_millis(500);
@@ -139,10 +143,20 @@ pub struct RunRequest {
 /// Milestones of a run, for the benchmark and the result.
 #[derive(Debug, Clone, Default)]
 pub struct Timings {
-    /// From `execute` being called to the VMM process running.
+    /// The run took a booted VM from the warm pool.
+    pub warm: bool,
+    /// From `execute` being called to the VMM process running (a warm VM:
+    /// to the VM being taken from the pool and checked).
     pub to_vm_start: Duration,
-    /// From the VMM process running to the guest agent answering Hello.
+    /// From the VMM process running to the guest agent answering Hello (a
+    /// warm VM answered before it was taken: zero).
     pub boot_to_agent: Duration,
+    /// From `execute` being called to the guest reporting the command
+    /// started.
+    pub to_command: Option<Duration>,
+    /// From `execute` being called to the guest reporting dockerd ready,
+    /// when the run asked for Docker.
+    pub to_docker: Option<Duration>,
     /// The guest kernel's uptime when the agent answered Hello: the part of
     /// `boot_to_agent` after the kernel started.
     pub guest_uptime_at_hello: Duration,
@@ -200,11 +214,32 @@ pub const ARTIFACTS: [&str; 5] = ["patch", "transcript", "result", "retrospectiv
 /// Boots guests for runs.
 #[derive(Debug)]
 pub struct Sandbox {
+    booter: Booter,
+    runs_dir: PathBuf,
+    hang_timeout: Duration,
+    /// Booted VMs waiting for runs; `None` until [`Sandbox::start_warm_pool`].
+    pool: Option<WarmPool>,
+}
+
+/// Boots a guest and waits for its agent: one path for runs and for the
+/// warm pool.
+#[derive(Debug, Clone)]
+pub(crate) struct Booter {
     vmm: Arc<dyn Vmm>,
     image: Image,
-    runs_dir: PathBuf,
     boot_timeout: Duration,
-    hang_timeout: Duration,
+}
+
+/// A VM whose boot ended, one way or the other.
+pub(crate) struct Booted {
+    /// When its (last) VMM process started.
+    pub(crate) started: Instant,
+    /// The same, on the wall clock.
+    pub(crate) started_at: chrono::DateTime<chrono::Utc>,
+    /// Its hybrid-vsock socket.
+    pub(crate) vsock_path: PathBuf,
+    /// Whether its agent answered; `Err` when the wall time ran out first.
+    pub(crate) agent: Result<Result<(), String>, tokio::time::error::Elapsed>,
 }
 
 impl Sandbox {
@@ -259,12 +294,33 @@ impl Sandbox {
             }
         };
         Ok(Sandbox {
-            vmm,
-            image,
+            booter: Booter { vmm, image, boot_timeout: Duration::from_secs(config.boot_timeout_secs) },
             runs_dir: config.state_dir.join("runs"),
-            boot_timeout: Duration::from_secs(config.boot_timeout_secs),
             hang_timeout: Duration::from_secs(config.hang_timeout_secs),
+            pool: None,
         })
+    }
+
+    /// Keeps `size` VMs of `shape` booted (and their dockerd started, when
+    /// the shape asks) in the background, each in a `warm-…` folder of the
+    /// runs folder. A run whose limits match takes one instead of booting;
+    /// none is used twice. Dropping the sandbox stops the refill and kills
+    /// the VMs waiting. Needs a Tokio runtime; a second call replaces the
+    /// pool.
+    pub fn start_warm_pool(&mut self, size: usize, shape: WarmShape) {
+        self.pool =
+            (size > 0).then(|| WarmPool::start(self.booter.clone(), self.runs_dir.clone(), size, shape));
+    }
+
+    /// The warm pool, when one was started.
+    pub fn warm_pool(&self) -> Option<&WarmPool> {
+        self.pool.as_ref()
+    }
+
+    /// Whether guests boot under hardware virtualisation (KVM, or
+    /// Firecracker, which needs it): where a warm pool is cheap to keep.
+    pub fn accelerated(&self) -> bool {
+        self.booter.vmm.name() != "qemu-tcg"
     }
 
     /// Keeps run folders in `dir` instead of `<state_dir>/runs`, which
@@ -278,12 +334,12 @@ impl Sandbox {
 
     /// The backend's name.
     pub fn vmm_name(&self) -> String {
-        self.vmm.name()
+        self.booter.vmm.name()
     }
 
     /// The guest image in use.
     pub fn image(&self) -> &Image {
-        &self.image
+        &self.booter.image
     }
 
     /// The folder a run keeps its sockets, disc and logs in.
@@ -310,19 +366,46 @@ impl Sandbox {
         if request.command.is_empty() {
             return Err(Error::Invalid("the command is empty".into()));
         }
-        let run_dir = self.run_dir(&request.run_id);
-        if run_dir.exists() {
-            std::fs::remove_dir_all(&run_dir)
-                .map_err(io(format!("removing the stale {}", run_dir.display())))?;
-        }
-        std::fs::create_dir_all(&run_dir).map_err(io(format!("creating {}", run_dir.display())))?;
         std::fs::create_dir_all(&request.out_dir)
             .map_err(io(format!("creating {}", request.out_dir.display())))?;
+        // A warm VM brings its folder (its sockets are bound there); a cold
+        // run gets one named after it.
+        let warm = self.take_warm(request.run_id.as_str(), &request.limits).await;
+        let run_dir = match &warm {
+            Some((vm, _)) => vm.dir().to_owned(),
+            None => {
+                let run_dir = self.run_dir(&request.run_id);
+                if run_dir.exists() {
+                    std::fs::remove_dir_all(&run_dir)
+                        .map_err(io(format!("removing the stale {}", run_dir.display())))?;
+                }
+                std::fs::create_dir_all(&run_dir).map_err(io(format!("creating {}", run_dir.display())))?;
+                run_dir
+            }
+        };
         let mut cleanup =
             RunCleanup { run_dir: run_dir.clone(), vm: None, forwarder: None, terminator: None };
-        let report = self.execute_in(&request, &run_dir, received, observer, &mut cleanup).await;
+        let report = self.execute_in(&request, &run_dir, received, warm, observer, &mut cleanup).await;
         cleanup.finish().await;
         report
+    }
+
+    /// A checked VM from the warm pool when the run fits its shape; VMs that
+    /// fail the check are killed, and the pool boots their replacements.
+    async fn take_warm(&self, run_id: &str, limits: &Limits) -> Option<(WarmVm, HelloReply)> {
+        let pool = self.pool.as_ref().filter(|pool| pool.fits(limits))?;
+        while let Some(mut vm) = pool.take() {
+            match vm.check().await {
+                Ok(hello) => {
+                    tracing::info!(run_id, vm = %vm.name(), "took a warm VM");
+                    return Some((vm, hello));
+                }
+                Err(reason) => {
+                    tracing::warn!(run_id, vm = %vm.name(), %reason, "a warm VM failed its check; discarding it")
+                }
+            }
+        }
+        None
     }
 
     async fn execute_in(
@@ -330,11 +413,13 @@ impl Sandbox {
         request: &RunRequest,
         run_dir: &Path,
         received: Instant,
+        warm: Option<(WarmVm, HelloReply)>,
         observer: &mut dyn RunObserver,
         cleanup: &mut RunCleanup,
     ) -> Result<RunReport, Error> {
-        let scratch = run_dir.join("scratch.ext4");
-        make_scratch(&scratch, request.limits.disk_mib)?;
+        // The egress forwarder and the broker's terminator bind in the VM's
+        // folder, so a warm VM gets them at take time, like its workspace
+        // and capability: nothing of the run exists in it before.
         if let Some(egress) = &request.egress {
             let handle = forwarder::start(&run_dir.join("vm.vsock"), egress.config.clone())
                 .await
@@ -360,78 +445,42 @@ impl Sandbox {
             ));
             cleanup.terminator = Some(stop.drop_guard());
         }
-        let spec = VmSpec {
-            name: request.run_id.clone(),
-            run_dir: run_dir.to_owned(),
-            kernel: self.image.kernel.clone(),
-            initrd: self.image.initrd.clone(),
-            rootfs: self.image.rootfs.clone(),
-            scratch,
-            vcpus: request.limits.vcpus,
-            memory_mib: request.limits.memory_mib,
-            kernel_args: Vec::new(),
-            guest_cid: GUEST_CID,
-        };
-        // A guest kernel occasionally stops early in boot under TCG (its
-        // console ends at "PCI: Fatal: No config space access function
-        // found", about one boot in forty here). Such a boot is retried on a
-        // fresh VM and scratch disc: the boot budget is split over
-        // BOOT_ATTEMPTS, each far above a normal boot (5-7 s under TCG).
-        let mut attempt = 0u32;
-        let boot_budget_end = Instant::now() + self.boot_timeout;
-        let (started, started_at, vsock_path, deadline, booted) = loop {
-            attempt += 1;
-            let vm = self.vmm.start(&spec).await?;
-            let started = Instant::now();
-            let started_at = chrono::Utc::now();
-            observer.vm_started(&vm.pids());
-            let vsock_path = vm.vsock_path().to_owned();
-            cleanup.vm = Some(vm);
-            let deadline = tokio::time::Instant::from_std(started + request.limits.wall_time);
-            let last = attempt >= BOOT_ATTEMPTS;
-            let window_end = if last {
-                boot_budget_end.max(started + self.boot_timeout / BOOT_ATTEMPTS)
-            } else {
-                started + self.boot_timeout / BOOT_ATTEMPTS
-            };
-            let booted = match cleanup.vm.as_mut() {
-                Some(vm) => {
-                    tokio::time::timeout_at(
-                        deadline,
-                        self.wait_for_agent(
-                            vm.as_mut(),
-                            &vsock_path,
-                            run_dir,
-                            tokio::time::Instant::from_std(window_end),
-                        ),
+        let (started, started_at, vsock_path, booted, connected) = match warm {
+            Some((vm, hello)) => {
+                let (vm, client) = vm.into_run();
+                let started = Instant::now();
+                observer.vm_started(&vm.pids());
+                let vsock_path = vm.vsock_path().to_owned();
+                cleanup.vm = Some(vm);
+                (started, chrono::Utc::now(), vsock_path, Ok(Ok(())), Some((client, hello)))
+            }
+            None => {
+                let scratch = run_dir.join("scratch.ext4");
+                make_scratch(&scratch, request.limits.disk_mib)?;
+                let spec = self.booter.spec(&request.run_id, run_dir, &request.limits, scratch);
+                let booted = self
+                    .booter
+                    .boot(
+                        &spec,
+                        request.limits.disk_mib,
+                        &mut cleanup.vm,
+                        request.limits.wall_time,
+                        &mut |pids| observer.vm_started(pids),
                     )
-                    .await
-                }
-                None => Ok(Err("the VM is gone".to_owned())),
-            };
-            if last || matches!(booted, Ok(Ok(()))) {
-                break (started, started_at, vsock_path, deadline, booted);
+                    .await?;
+                (booted.started, booted.started_at, booted.vsock_path, booted.agent, None)
             }
-            let console = std::fs::read_to_string(run_dir.join("console.log")).unwrap_or_default();
-            tracing::warn!(
-                run_id = %request.run_id,
-                attempt,
-                console_tail = %console.lines().last().unwrap_or(""),
-                "the guest did not boot; booting a fresh VM"
-            );
-            if let Some(mut vm) = cleanup.vm.take() {
-                let _ = vm.kill().await;
-            }
-            make_scratch(&spec.scratch, request.limits.disk_mib)?;
         };
-        let mut timings = Timings { to_vm_start: started - received, ..Timings::default() };
+        let deadline = tokio::time::Instant::from_std(started + request.limits.wall_time);
+        let mut timings =
+            Timings { warm: connected.is_some(), to_vm_start: started - received, ..Timings::default() };
         let mut progress = Progress { step: "boot", ..Progress::default() };
         let guest = match booted {
             Ok(Ok(())) => {
                 let console = run_dir.join("console.log");
                 tokio::time::timeout_at(deadline, async {
                     tokio::select! {
-                        done = self.drive(request, &vsock_path, started, observer, &mut timings, &mut progress) => done,
+                        done = self.drive(request, &vsock_path, connected, received, started, observer, &mut timings, &mut progress) => done,
                         line = watch_console(&console) => Err(format!("{CONSOLE_FAULT_REASON}: {line}")),
                     }
                 })
@@ -500,86 +549,27 @@ impl Sandbox {
             timings,
             started_at,
             finished_at: chrono::Utc::now(),
-            vmm: self.vmm.name(),
+            vmm: self.booter.vmm.name(),
         })
     }
 
-    /// Waits until the guest agent accepts a vsock connection, or the VM
-    /// dies trying (then the error carries the VMM's last words).
-    async fn wait_for_agent(
-        &self,
-        vm: &mut dyn Vm,
-        vsock_path: &Path,
-        run_dir: &Path,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), String> {
-        loop {
-            // Each attempt is bounded: a connection request sent before the
-            // guest's vsock driver is up can go unanswered by the backend,
-            // and an unbounded wait then held the run until its wall time.
-            let attempt =
-                tokio::time::timeout(CONNECT_ATTEMPT, vsock::connect(vsock_path, vsock::CONTROL_PORT))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(vsock::Error::Io {
-                            path: vsock_path.to_owned(),
-                            source: std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer to CONNECT"),
-                        })
-                    });
-            match attempt {
-                Ok(_) => return Ok(()),
-                Err(e) => {
-                    if vm.wait_exit(Duration::ZERO).await.unwrap_or(false) {
-                        let err = std::fs::read_to_string(run_dir.join("qemu.err")).unwrap_or_default();
-                        return Err(format!("the VM exited while booting: {}", err.trim()));
-                    }
-                    if tokio::time::Instant::now() >= deadline {
-                        return Err(format!(
-                            "the guest agent did not answer within {}s: {e}",
-                            self.boot_timeout.as_secs()
-                        ));
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-        }
-    }
-
     /// Talks to the guest: hello, upload, run, fetch, shutdown.
+    #[allow(clippy::too_many_arguments)]
     async fn drive(
         &self,
         request: &RunRequest,
         vsock_path: &Path,
+        connected: Option<(GuestControlClient<Channel>, HelloReply)>,
+        received: Instant,
         started: Instant,
         observer: &mut dyn RunObserver,
         timings: &mut Timings,
         progress: &mut Progress,
     ) -> Result<(RunOutcome, String, i32), String> {
-        // The agent answered a connect; its first call is still bounded and
-        // retried on a fresh connection until the boot timeout, so a guest
-        // that never answers is an infrastructure error at the boot timeout,
-        // not a run that times out (and is blamed on the agent) at its wall
-        // time.
-        let boot_deadline = tokio::time::Instant::from_std(started + self.boot_timeout);
-        let (mut client, hello) = loop {
-            let attempt = async {
-                let mut client = vsock::control_client(vsock_path).await.map_err(|e| e.to_string())?;
-                let hello =
-                    client.hello(HelloRequest {}).await.map_err(|e| format!("hello: {e}"))?.into_inner();
-                Ok::<_, String>((client, hello))
-            };
-            match tokio::time::timeout(HELLO_TIMEOUT, attempt).await {
-                Ok(Ok(done)) => break done,
-                Ok(Err(e)) if tokio::time::Instant::now() >= boot_deadline => return Err(e),
-                Err(_) if tokio::time::Instant::now() >= boot_deadline => {
-                    return Err(format!(
-                        "the guest agent did not answer hello within {}s",
-                        self.boot_timeout.as_secs()
-                    ));
-                }
-                Ok(Err(e)) => tracing::debug!(error = %e, "hello failed; retrying on a new connection"),
-                Err(_) => tracing::warn!("hello stalled; retrying on a new connection"),
-            }
+        let boot_deadline = tokio::time::Instant::from_std(started + self.booter.boot_timeout);
+        let (mut client, hello) = match connected {
+            Some(connected) => connected,
+            None => self.booter.hello(vsock_path, boot_deadline).await?,
         };
         timings.boot_to_agent = started.elapsed();
         timings.guest_uptime_at_hello = Duration::from_millis(hello.uptime_ms);
@@ -644,6 +634,11 @@ impl Sandbox {
                 }
                 Some(run_event::Event::Phase(phase)) => {
                     liveness.progressed(now);
+                    match (phase.name.as_str(), phase.state.as_str()) {
+                        ("command", "started") => timings.to_command = Some(received.elapsed()),
+                        ("docker", "ready") => timings.to_docker = Some(received.elapsed()),
+                        _ => {}
+                    }
                     if phase.name == "egress" && phase.state == "failed" && request.egress.is_some() {
                         return Err(format!("egress could not be set up in the guest: {}", phase.detail));
                     }
@@ -717,6 +712,169 @@ impl Sandbox {
             (RunOutcome::Completed, "the command exited with 0".into())
         };
         Ok((outcome, reason, finished.exit_code))
+    }
+}
+
+impl Booter {
+    /// How long a boot may take, all attempts together.
+    pub(crate) fn boot_timeout(&self) -> Duration {
+        self.boot_timeout
+    }
+
+    /// The VM a run (or a warm-pool slot) of `limits` boots in `dir`.
+    pub(crate) fn spec(&self, name: &str, dir: &Path, limits: &Limits, scratch: PathBuf) -> VmSpec {
+        VmSpec {
+            name: name.to_owned(),
+            run_dir: dir.to_owned(),
+            kernel: self.image.kernel.clone(),
+            initrd: self.image.initrd.clone(),
+            rootfs: self.image.rootfs.clone(),
+            scratch,
+            vcpus: limits.vcpus,
+            memory_mib: limits.memory_mib,
+            kernel_args: Vec::new(),
+            guest_cid: GUEST_CID,
+        }
+    }
+
+    /// Boots `spec` until its agent accepts a connection, keeping the VM in
+    /// `slot` so whoever owns the slot kills it however this ends.
+    ///
+    /// A guest kernel occasionally stops early in boot under TCG (its
+    /// console ends at "PCI: Fatal: No config space access function
+    /// found", about one boot in forty here). Such a boot is retried on a
+    /// fresh VM and scratch disc: the boot budget is split over
+    /// BOOT_ATTEMPTS, each far above a normal boot (5-7 s under TCG).
+    pub(crate) async fn boot(
+        &self,
+        spec: &VmSpec,
+        disk_mib: u32,
+        slot: &mut Option<Box<dyn Vm>>,
+        wall_time: Duration,
+        on_start: &mut (dyn FnMut(&[u32]) + Send),
+    ) -> Result<Booted, Error> {
+        let mut attempt = 0u32;
+        let boot_budget_end = Instant::now() + self.boot_timeout;
+        loop {
+            attempt += 1;
+            let vm = self.vmm.start(spec).await?;
+            let started = Instant::now();
+            let started_at = chrono::Utc::now();
+            on_start(&vm.pids());
+            let vsock_path = vm.vsock_path().to_owned();
+            *slot = Some(vm);
+            let deadline = tokio::time::Instant::from_std(started + wall_time);
+            let last = attempt >= BOOT_ATTEMPTS;
+            let window_end = if last {
+                boot_budget_end.max(started + self.boot_timeout / BOOT_ATTEMPTS)
+            } else {
+                started + self.boot_timeout / BOOT_ATTEMPTS
+            };
+            let agent = match slot.as_mut() {
+                Some(vm) => {
+                    tokio::time::timeout_at(
+                        deadline,
+                        self.wait_for_agent(
+                            vm.as_mut(),
+                            &vsock_path,
+                            &spec.run_dir,
+                            tokio::time::Instant::from_std(window_end),
+                        ),
+                    )
+                    .await
+                }
+                None => Ok(Err("the VM is gone".to_owned())),
+            };
+            if last || matches!(agent, Ok(Ok(()))) {
+                return Ok(Booted { started, started_at, vsock_path, agent });
+            }
+            let console = std::fs::read_to_string(spec.console_path()).unwrap_or_default();
+            tracing::warn!(
+                vm = %spec.name,
+                attempt,
+                console_tail = %console.lines().last().unwrap_or(""),
+                "the guest did not boot; booting a fresh VM"
+            );
+            if let Some(mut vm) = slot.take() {
+                let _ = vm.kill().await;
+            }
+            make_scratch(&spec.scratch, disk_mib)?;
+        }
+    }
+
+    /// Waits until the guest agent accepts a vsock connection, or the VM
+    /// dies trying (then the error carries the VMM's last words).
+    async fn wait_for_agent(
+        &self,
+        vm: &mut dyn Vm,
+        vsock_path: &Path,
+        run_dir: &Path,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), String> {
+        loop {
+            // Each attempt is bounded: a connection request sent before the
+            // guest's vsock driver is up can go unanswered by the backend,
+            // and an unbounded wait then held the run until its wall time.
+            let attempt =
+                tokio::time::timeout(CONNECT_ATTEMPT, vsock::connect(vsock_path, vsock::CONTROL_PORT))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(vsock::Error::Io {
+                            path: vsock_path.to_owned(),
+                            source: std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer to CONNECT"),
+                        })
+                    });
+            match attempt {
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    if vm.wait_exit(Duration::ZERO).await.unwrap_or(false) {
+                        let err = std::fs::read_to_string(run_dir.join("qemu.err")).unwrap_or_default();
+                        return Err(format!("the VM exited while booting: {}", err.trim()));
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(format!(
+                            "the guest agent did not answer within {}s: {e}",
+                            self.boot_timeout.as_secs()
+                        ));
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    /// A control client whose Hello the agent answered: each try bounded
+    /// and retried on a fresh connection until `boot_deadline`.
+    pub(crate) async fn hello(
+        &self,
+        vsock_path: &Path,
+        boot_deadline: tokio::time::Instant,
+    ) -> Result<(GuestControlClient<Channel>, HelloReply), String> {
+        // The agent answered a connect; its first call is still bounded and
+        // retried on a fresh connection until the boot timeout, so a guest
+        // that never answers is an infrastructure error at the boot timeout,
+        // not a run that times out (and is blamed on the agent) at its wall
+        // time.
+        loop {
+            let attempt = async {
+                let mut client = vsock::control_client(vsock_path).await.map_err(|e| e.to_string())?;
+                let hello =
+                    client.hello(HelloRequest {}).await.map_err(|e| format!("hello: {e}"))?.into_inner();
+                Ok::<_, String>((client, hello))
+            };
+            match tokio::time::timeout(HELLO_TIMEOUT, attempt).await {
+                Ok(Ok(done)) => return Ok(done),
+                Ok(Err(e)) if tokio::time::Instant::now() >= boot_deadline => return Err(e),
+                Err(_) if tokio::time::Instant::now() >= boot_deadline => {
+                    return Err(format!(
+                        "the guest agent did not answer hello within {}s",
+                        self.boot_timeout.as_secs()
+                    ));
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "hello failed; retrying on a new connection"),
+                Err(_) => tracing::warn!("hello stalled; retrying on a new connection"),
+            }
+        }
     }
 }
 
@@ -813,7 +971,7 @@ fn read_console_faults(path: &Path, offset: &mut u64, partial: &mut Vec<u8>) -> 
 
 /// The first line of `console` that names one of [`CONSOLE_FAULTS`],
 /// trimmed and cut to 300 characters.
-fn first_console_fault(console: &str) -> Option<String> {
+pub(crate) fn first_console_fault(console: &str) -> Option<String> {
     console
         .lines()
         .find(|line| CONSOLE_FAULTS.iter().any(|f| line.contains(f)))
@@ -822,7 +980,7 @@ fn first_console_fault(console: &str) -> Option<String> {
 
 /// A sparse file with an empty ext4 file system labelled for the guest's
 /// init to find.
-fn make_scratch(path: &Path, mib: u32) -> Result<(), Error> {
+pub(crate) fn make_scratch(path: &Path, mib: u32) -> Result<(), Error> {
     let file = std::fs::File::create(path).map_err(io(format!("creating {}", path.display())))?;
     file.set_len(u64::from(mib) << 20).map_err(io(format!("sizing {}", path.display())))?;
     drop(file);

@@ -3,7 +3,7 @@
 //! ```text
 //! scripts/services up && scripts/services vm && eval "$(scripts/services env)"
 //! cargo build --bins && target/debug/patchpilot sandbox image build
-//! cargo bench -p patchpilot-e2e --bench sandbox -- [--runs 5] [--mib 256] [--connects 300]
+//! cargo bench -p patchpilot-e2e --bench sandbox -- [--runs 5] [--docker-runs 3] [--mib 256] [--connects 300]
 //! cargo bench -p patchpilot-e2e --bench sandbox -- --host-side-only   # no VM needed
 //! ```
 //!
@@ -12,6 +12,11 @@
 //!   VMM process running (scratch disc, forwarder, VMM spawn): PatchPilot's
 //!   orchestration overhead, excluding the VMM's own boot;
 //! - **boot → agent answering**: from VMM start to the guest agent's Hello;
+//! - **receipt → command running** and **receipt → dockerd answering**,
+//!   cold (the run boots its VM) and warm (it takes one from a warm pool of
+//!   1 that was full when the run arrived), for a plain run and a Docker
+//!   run: the guest's "command started" and "docker ready" phases as the
+//!   host received them;
 //! - **egress forwarder throughput and connection set-up**, as ratios
 //!   against direct loopback TCP measured in the same run: host side (a
 //!   client on the forwarder's Unix sockets, which is what the VMM's hybrid
@@ -43,12 +48,15 @@ use patchpilot_sandbox::egress::protocol::{
     ConnectRequest, DNS_PORT, TCP_PORT, read_dns_frame, write_dns_frame,
 };
 use patchpilot_sandbox::egress::resolve::{AliasResolver, HostAliases, SystemResolver};
+use patchpilot_sandbox::pool::WarmShape;
 use patchpilot_sandbox::run::{EgressSetup, Limits, RunObserver, RunRequest, Workspace};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 
 struct Args {
     runs: usize,
+    /// Runs of each kind (cold, warm) that ask for Docker.
+    docker_runs: usize,
     mib: usize,
     connects: usize,
     /// Only the host-side forwarder figures: they need no VM or guest
@@ -58,7 +66,7 @@ struct Args {
 
 impl Args {
     fn parse() -> anyhow::Result<Args> {
-        let mut args = Args { runs: 5, mib: 256, connects: 300, host_side_only: false };
+        let mut args = Args { runs: 5, docker_runs: 3, mib: 256, connects: 300, host_side_only: false };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "--bench" {
@@ -67,6 +75,7 @@ impl Args {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
             match flag.as_str() {
                 "--runs" => args.runs = value()?.parse()?,
+                "--docker-runs" => args.docker_runs = value()?.parse()?,
                 "--mib" => args.mib = value()?.parse()?,
                 "--connects" => args.connects = value()?.parse()?,
                 "--host-side-only" => args.host_side_only = true,
@@ -459,6 +468,93 @@ async fn hang_detection(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Receipt → command running and receipt → dockerd answering, cold and
+/// warm, in one run. Each warm run arrives when the pool is full (the
+/// bench waits for the refill between runs), which is the pool's steady
+/// state when runs are further apart than a boot.
+async fn warm_starts(args: &Args) -> anyhow::Result<()> {
+    let Some(mut sandbox) = sandbox("sandbox bench (warm pool)").await? else { return Ok(()) };
+    let backend = sandbox.vmm_name();
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("f"), "x")?;
+    let out = tempfile::tempdir()?;
+    println!("warm pool on {backend} (receipt -> milestone, as the host saw the guest's phases):");
+    for (docker, runs) in [(false, args.runs), (true, args.docker_runs)] {
+        if runs == 0 {
+            continue;
+        }
+        let limits = if docker { DOCKER_LIMITS } else { VM_LIMITS };
+        sandbox.start_warm_pool(
+            1,
+            WarmShape {
+                vcpus: limits.vcpus,
+                memory_mib: limits.memory_mib,
+                disk_mib: limits.disk_mib,
+                docker,
+                insecure_registries: vec![],
+            },
+        );
+        let mut to_command = [Vec::new(), Vec::new()];
+        let mut to_docker = [Vec::new(), Vec::new()];
+        for i in 0..runs {
+            for warm in [false, true] {
+                let pool = sandbox.warm_pool().context("the pool")?;
+                if warm {
+                    tokio::time::timeout(Duration::from_secs(600), pool.wait_ready(1))
+                        .await
+                        .context("no warm VM in 600 s")?;
+                }
+                // A cold run has other limits than the pool's shape, one MiB
+                // more scratch disc, so it boots its own VM.
+                let mut limits = limits;
+                if !warm {
+                    limits.disk_mib += 1;
+                }
+                let mut request = plain_run(
+                    &format!("bench-warm-{docker}-{warm}-{i}"),
+                    ws.path(),
+                    out.path(),
+                    &["true"],
+                    limits,
+                );
+                request.docker = docker;
+                let report = sandbox.execute(request, &mut patchpilot_sandbox::run::Quiet).await?;
+                if report.timings.warm != warm || report.outcome != patchpilot_model::RunOutcome::Completed {
+                    bail!("run {i} (warm {warm}) was warm {}: {}", report.timings.warm, report.reason);
+                }
+                let k = usize::from(warm);
+                to_command[k]
+                    .push(report.timings.to_command.context("no command phase")?.as_secs_f64() * 1e3);
+                if let Some(d) = report.timings.to_docker {
+                    to_docker[k].push(d.as_secs_f64() * 1e3);
+                }
+            }
+        }
+        let [cold, warm] = to_command;
+        let kind = if docker { "Docker runs" } else { "plain runs" };
+        println!(
+            "  {kind} ({runs} each): receipt -> command running: cold median {:.0} ms, warm median {:.0} ms (max {:.0}); warm/cold {:.3}",
+            median(cold.clone()),
+            median(warm.clone()),
+            warm.iter().cloned().fold(0.0, f64::max),
+            median(warm) / median(cold)
+        );
+        if docker {
+            let [cold, warm] = to_docker;
+            println!(
+                "  {kind} ({runs} each): receipt -> dockerd answering: cold median {:.0} ms, warm median {:.0} ms; warm/cold {:.3}",
+                median(cold.clone()),
+                median(warm.clone()),
+                median(warm) / median(cold)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The limits of the Docker runs: dockerd wants more memory than a shell.
+const DOCKER_LIMITS: Limits = Limits { memory_mib: 1024, ..VM_LIMITS };
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse()?;
@@ -467,6 +563,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     vm_side(&args).await?;
+    warm_starts(&args).await?;
     hang_detection(&args).await?;
     Ok(())
 }

@@ -54,6 +54,7 @@ use crate::egress::audit::{EgressMetrics, Fanout, PgRecorder, Recorder};
 use crate::egress::dial::TcpDialer;
 use crate::egress::forwarder::ForwarderConfig;
 use crate::egress::resolve::{HostAliases, SystemResolver};
+use crate::pool::WarmShape;
 use crate::run::{self, EgressSetup, RunObserver, RunRequest, Sandbox, Workspace};
 use crate::sweep;
 
@@ -862,7 +863,21 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
             "swept what a crashed worker left behind"
         );
     }
-    let sandbox = Sandbox::prepare(section, &mut |m: &str| tracing::info!("{m}")).await?;
+    let mut sandbox = Sandbox::prepare(section, &mut |m: &str| tracing::info!("{m}")).await?;
+    let warm_pool = section.warm_pool.unwrap_or(usize::from(sandbox.accelerated()));
+    if warm_pool > 0 {
+        let limits = &section.limits;
+        sandbox.start_warm_pool(
+            warm_pool,
+            WarmShape {
+                vcpus: limits.vcpus,
+                memory_mib: limits.memory_mib,
+                disk_mib: limits.disk_mib,
+                docker: section.warm_docker,
+                insecure_registries: section.insecure_registries.clone(),
+            },
+        );
+    }
     let broker = crate::broker::RunBroker::new(&section.broker).map_err(Error::Broker)?;
     let host = nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
@@ -884,7 +899,7 @@ pub async fn run(config: Config, fleet: FleetContext) -> Result<(), Error> {
             Err(e) => tracing::warn!(error = %error_chain(&e), "the start-up capability sweep failed"),
         }
     }
-    tracing::info!(vmm = %sandbox.vmm_name(), image = %sandbox.image().key, "sandbox ready");
+    tracing::info!(vmm = %sandbox.vmm_name(), image = %sandbox.image().key, warm_pool, "sandbox ready");
 
     let pool = fleet.pool().clone();
     let artifacts = fleet.artifacts().await?;

@@ -1,6 +1,6 @@
 //! The microVM sandbox end to end, with real QEMU guests: patches, egress
 //! through the host forwarder with its decisions in Postgres, the wall-time
-//! limit, and what the guest must not see of the host.
+//! limit, what the guest must not see of the host, and the warm pool.
 //!
 //! Each test boots one VM (3–7 s under TCG) and runs in the `microvm` test
 //! group, one at a time.
@@ -26,6 +26,7 @@ use patchpilot_sandbox::egress::dial::{Dial, TcpDialer};
 use patchpilot_sandbox::egress::forwarder::ForwarderConfig;
 use patchpilot_sandbox::egress::policy::EgressPolicy;
 use patchpilot_sandbox::egress::resolve::{AliasResolver, HostAliases, SystemResolver};
+use patchpilot_sandbox::pool::{WarmPool, WarmShape};
 use patchpilot_sandbox::run::{EgressSetup, Limits, RunObserver, RunRequest, Workspace};
 
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
@@ -579,4 +580,195 @@ async fn start_held_run(cli_runs: &Path, ws: &Path) -> anyhow::Result<(tokio::pr
 /// The folders in `dir` (none when it does not exist).
 fn entries(dir: &Path) -> std::collections::BTreeSet<PathBuf> {
     std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default()
+}
+
+/// Everything a run shows its observer: the VM's processes, the guest's
+/// phases and the command's output.
+#[derive(Default)]
+struct Watch {
+    pids: Vec<u32>,
+    phases: Vec<(String, String, String)>,
+    output: Vec<u8>,
+}
+
+impl RunObserver for Watch {
+    fn vm_started(&mut self, pids: &[u32]) {
+        self.pids = pids.to_vec();
+    }
+    fn phase(&mut self, phase: &v1::Phase) {
+        self.phases.push((phase.name.clone(), phase.state.clone(), phase.detail.clone()));
+    }
+    fn output(&mut self, _: v1::OutputStream, data: &[u8]) {
+        self.output.extend_from_slice(data);
+    }
+}
+
+fn shape(limits: &Limits, docker: bool, insecure_registries: Vec<String>) -> WarmShape {
+    WarmShape {
+        vcpus: limits.vcpus,
+        memory_mib: limits.memory_mib,
+        disk_mib: limits.disk_mib,
+        docker,
+        insecure_registries,
+    }
+}
+
+/// Waits for a ready VM in `pool` and returns its host processes.
+async fn ready_vm(pool: &WarmPool) -> anyhow::Result<Vec<u32>> {
+    // Boot (and dockerd) under TCG on a loaded host; a boot that fails is
+    // retried by the pool itself.
+    tokio::time::timeout(Duration::from_secs(400), pool.wait_ready(1))
+        .await
+        .context("no warm VM became ready in 400 s")?;
+    pool.ready_pids().into_iter().next().context("a ready VM")
+}
+
+fn gone(pids: &[u32]) -> bool {
+    pids.iter().all(|pid| patchpilot_e2e::sandbox::is_zombie(*pid))
+}
+
+#[tokio::test]
+async fn sandbox_run_takes_a_warm_vm_with_dockerd_up_and_egress_attached_and_no_vm_serves_two_runs()
+-> anyhow::Result<()> {
+    let Some(mut sandbox) = sandbox("sandbox warm pool").await? else { return Ok(()) };
+    let registry = Registry::start().await?;
+    let layers = vec![busybox_layer()?];
+    let config = runnable_config(&layers);
+    push_image(&registry, "base", "1", &layers, config).await?;
+    let port: u16 = registry.addr.rsplit(':').next().context("registry port")?.parse()?;
+    let insecure = format!("registry.test:{port}");
+    let docker_limits = limits(300, 2048);
+    sandbox.start_warm_pool(1, shape(&docker_limits, true, vec![insecure.clone()]));
+    let runs_dir = sandbox.run_dir("x").parent().context("runs folder")?.to_owned();
+    let pool = sandbox.warm_pool().context("the pool")?;
+    let first = ready_vm(pool).await?;
+
+    // A Docker run with egress to the registry: dockerd was started before
+    // the run, and the forwarder bound when the run took the VM.
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("f"), "x")?;
+    let out = tempfile::tempdir()?;
+    let mut aliases = HostAliases::default();
+    aliases.insert("registry.test", vec!["127.0.0.1".parse()?]);
+    let recorder = Arc::new(MemoryRecorder::default());
+    let forwarder = ForwarderConfig {
+        run_id: "warm-docker".into(),
+        policy: EgressPolicy::from_request(&patchpilot_model::EgressPolicy {
+            allow_hosts: vec![insecure.clone()],
+            ..Default::default()
+        })?,
+        resolver: Arc::new(AliasResolver::new(aliases, Arc::new(SystemResolver::default()))),
+        dialer: Arc::new(TcpDialer::default()),
+        recorder: recorder.clone(),
+        connect_timeout: Duration::from_secs(10),
+        max_connections: 64,
+    };
+    let script = format!("docker run --rm {insecure}/base:1 echo pulled-in-a-warm-vm");
+    let mut req = request("warm-docker", ws.path(), out.path(), &script, docker_limits);
+    req.docker = true;
+    req.insecure_registries = vec![insecure.clone()];
+    req.egress = Some(EgressSetup { config: forwarder });
+    let mut seen = Watch::default();
+    let report = sandbox.execute(req, &mut seen).await?;
+    let output = String::from_utf8_lossy(&seen.output).into_owned();
+    assert_eq!(report.outcome, RunOutcome::Completed, "{}\n{output}", report.reason);
+    assert!(output.contains("pulled-in-a-warm-vm"), "{output}");
+    assert!(report.timings.warm, "the run took the warm VM");
+    assert_eq!(seen.pids, first, "the run's VM is the one that waited in the pool");
+    let docker: Vec<_> = seen.phases.iter().filter(|(name, ..)| name == "docker").collect();
+    assert_eq!(
+        docker,
+        vec![&("docker".to_owned(), "ready".to_owned(), "started before the run".to_owned())],
+        "dockerd was already answering"
+    );
+    let to_docker = report.timings.to_docker.context("receipt to dockerd ready")?;
+    let to_command = report.timings.to_command.context("receipt to the command")?;
+    assert!(to_docker <= to_command, "{to_docker:?} then {to_command:?}");
+    let records = recorder.records();
+    assert!(
+        records.iter().any(|r| r.run_id == "warm-docker"
+            && r.verdict.to_string() == "allow"
+            && r.kind.to_string() == "connect"
+            && r.port == Some(port)),
+        "the pull went through the run's forwarder: {records:?}"
+    );
+    assert!(gone(&first), "the VM went with its run");
+
+    // The pool boots a replacement: a new VM, never the used one.
+    let pool = sandbox.warm_pool().context("the pool")?;
+    let second = ready_vm(pool).await?;
+    assert_ne!(second, first);
+
+    // A run of other limits boots cold and leaves the warm VM waiting.
+    let mut seen = Watch::default();
+    let report = sandbox
+        .execute(request("warm-misfit", ws.path(), out.path(), "echo cold", limits(120, 512)), &mut seen)
+        .await?;
+    assert_eq!(report.outcome, RunOutcome::Completed, "{}", report.reason);
+    assert!(!report.timings.warm, "other limits, other VM");
+    assert_eq!(pool.ready_pids().first(), Some(&second), "the warm VM still waits");
+
+    // A run without Docker takes it and finds no dockerd running.
+    let script = "grep -qx dockerd /proc/[0-9]*/comm && echo dockerd-running || echo no-dockerd";
+    let mut seen = Watch::default();
+    let report = sandbox
+        .execute(request("warm-plain", ws.path(), out.path(), script, docker_limits), &mut seen)
+        .await?;
+    let output = String::from_utf8_lossy(&seen.output).into_owned();
+    assert_eq!(report.outcome, RunOutcome::Completed, "{}\n{output}", report.reason);
+    assert!(report.timings.warm);
+    assert_eq!(seen.pids, second);
+    assert_eq!(output.trim(), "no-dockerd", "a run that did not ask for Docker gets none");
+
+    // Dropping the sandbox kills the VM that waits and removes its folder.
+    let third = ready_vm(pool).await?;
+    drop(sandbox);
+    patchpilot_e2e::wait_for("the waiting VM to be killed", Duration::from_secs(30), || {
+        let third = third.clone();
+        async move { Ok(gone(&third).then_some(())) }
+    })
+    .await?;
+    patchpilot_e2e::wait_for("the warm folders to be removed", Duration::from_secs(30), || {
+        let runs_dir = runs_dir.clone();
+        async move {
+            let left: Vec<_> = std::fs::read_dir(&runs_dir)?
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("warm-"))
+                .collect();
+            Ok(left.is_empty().then_some(()))
+        }
+    })
+    .await?;
+    assert_eq!(processes_mentioning(&runs_dir), vec![], "nothing of the pool runs on");
+    Ok(())
+}
+
+#[tokio::test]
+async fn sandbox_warm_vm_that_froze_while_waiting_is_discarded_and_the_run_boots_cold() -> anyhow::Result<()>
+{
+    let Some(mut sandbox) = sandbox("sandbox warm pool frozen").await? else { return Ok(()) };
+    let plain = limits(120, 512);
+    sandbox.start_warm_pool(1, shape(&plain, false, vec![]));
+    let pool = sandbox.warm_pool().context("the pool")?;
+    let frozen = ready_vm(pool).await?;
+    let vmm = frozen.first().context("the VMM")?.to_string();
+    let status = Command::new("kill").args(["-STOP", &vmm]).status()?;
+    assert!(status.success(), "kill -STOP {vmm}");
+
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("f"), "x")?;
+    let out = tempfile::tempdir()?;
+    let mut seen = Watch::default();
+    let report =
+        sandbox.execute(request("warm-frozen", ws.path(), out.path(), "echo ran", plain), &mut seen).await?;
+    assert_eq!(report.outcome, RunOutcome::Completed, "{}", report.reason);
+    assert!(!report.timings.warm, "the frozen VM failed its check");
+    assert_ne!(seen.pids, frozen);
+    assert_eq!(String::from_utf8_lossy(&seen.output).trim(), "ran");
+    patchpilot_e2e::wait_for("the frozen VM to be killed", Duration::from_secs(30), || {
+        let frozen = frozen.clone();
+        async move { Ok(gone(&frozen).then_some(())) }
+    })
+    .await?;
+    Ok(())
 }

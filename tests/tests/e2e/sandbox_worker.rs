@@ -14,7 +14,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use patchpilot_e2e::sandbox::{RUN_TIMEOUT, VM_LOCK, is_zombie, private_state, skip_reason, spawn_worker};
+use patchpilot_e2e::sandbox::{
+    RUN_TIMEOUT, VM_LOCK, WORKER_TOML, is_zombie, private_state, skip_reason, spawn_worker, spawn_worker_with,
+};
 use patchpilot_e2e::{Service, Stack, wait_for};
 use patchpilot_fleet::artifacts::ArtifactStore;
 use patchpilot_fleet::bus::{StreamName, topics};
@@ -502,5 +504,64 @@ echo "$PATCHPILOT_CAPABILITY" > capability.txt; echo "$PATCHPILOT_BROKER_URL" > 
     let replay =
         crate::broker::guest(&socket, "POST", "/v1/c/model/chat/completions", &capability, "{}").await?;
     assert_eq!(replay.refusal().as_deref(), Some("capability_invalid"), "{replay:?}");
+    Ok(())
+}
+
+/// How many times the worker's log says `line`.
+fn count(worker: &Service, line: &str) -> usize {
+    worker.log_text().matches(line).count()
+}
+
+#[tokio::test]
+async fn sandbox_worker_with_a_warm_pool_runs_on_a_booted_vm_and_leaves_none_when_it_stops()
+-> anyhow::Result<()> {
+    let _one_vm = VM_LOCK.lock().await;
+    if skip_reason("sandbox_worker_with_a_warm_pool_runs_on_a_booted_vm_and_leaves_none_when_it_stops")
+        .is_some()
+    {
+        return Ok(());
+    }
+    let stack = Stack::start().await?;
+    let state = private_state(&stack)?;
+    let (checkout, tar_gz) = workspace(&stack)?;
+    let store = ArtifactStore::open(&stack.bus).await?;
+    store.put_bytes("workspaces/e2e-warm.tar.gz", &tar_gz).await?;
+    let toml = WORKER_TOML.replacen("[sandbox]\n", "[sandbox]\nwarm_pool = 1\nwarm_docker = false\n", 1);
+    let mut worker = spawn_worker_with(&stack, &state, "warm", &toml)?;
+    let ready = "a warm VM is ready";
+    wait_for("the first warm VM", RUN_TIMEOUT, || async { Ok((count(&worker, ready) >= 1).then_some(())) })
+        .await
+        .map_err(|e| e.context(format!("worker log:\n{}", worker.log_text())))?;
+
+    // The job sets no limits, so it gets the worker's defaults: the pool's
+    // shape.
+    stack
+        .bus
+        .publish(
+            &topics::SANDBOX_RUNS,
+            None,
+            "e2e-warm",
+            &sandbox_run("e2e-warm", "workspaces/e2e-warm.tar.gz", "echo hi > new.txt"),
+        )
+        .await?;
+    let result = wait_result(&stack, &worker).await?;
+    assert_eq!(result.outcome, RunOutcome::Completed, "{result:?}\n{}", worker.log_text());
+    assert_eq!(count(&worker, "took a warm VM"), 1, "{}", worker.log_text());
+    applies(&checkout, &store.get_bytes("runs/e2e-warm/patch", 1 << 20).await?)?;
+    // The used VM is replaced, not returned.
+    wait_for("the replacement warm VM", RUN_TIMEOUT, || async {
+        Ok((count(&worker, ready) >= 2).then_some(()))
+    })
+    .await
+    .map_err(|e| e.context(format!("worker log:\n{}", worker.log_text())))?;
+
+    let status = worker.terminate(Duration::from_secs(30)).await?;
+    assert!(status.success(), "{status:?}\n{}", worker.log_text());
+    let runs = state.join("runs");
+    wait_for("the waiting VM to go with its worker", Duration::from_secs(30), || async {
+        Ok(processes_naming(&format!("{}/", runs.display())).is_empty().then_some(()))
+    })
+    .await?;
+    assert_eq!(std::fs::read_dir(&runs)?.count(), 0, "warm folders left behind");
     Ok(())
 }
