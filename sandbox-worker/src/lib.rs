@@ -23,6 +23,8 @@
 //!   from `patchpilot-sandbox-wire`).
 //! - [`broker`]: a run's connections through the capability broker:
 //!   mint, the guest's variables, the terminator's link, revoke.
+//! - `boot` and `console`: booting a guest until its agent answers, and
+//!   the kernel faults read from its console; shared by runs and the pool.
 //! - [`run`]: one run start to finish, shared by the worker service and
 //!   `patchpilot sandbox run`.
 //! - [`pool`]: the warm pool, VMs booted (dockerd up) before a run asks,
@@ -45,9 +47,12 @@
 //!   host, not by asking the guest.
 //! - Leave a process, socket or file behind after a run, whatever its end.
 
+mod boot;
 pub mod broker;
 pub mod config;
+mod console;
 pub mod egress;
+mod error;
 pub mod image;
 pub mod liveness;
 pub mod pool;

@@ -2,7 +2,7 @@
 //! its command within a workspace upload of its receipt instead of after a
 //! boot (about 5 s under TCG) and dockerd's start (about 25 s more).
 //!
-//! A warm VM is booted exactly like a run's (the same [`Booter`], image and
+//! A warm VM is booted exactly like a run's (the same `Booter`, image and
 //! retries) in a `warm-…` folder of the runs folder, and its dockerd is
 //! started by the guest's `Prepare` call with the worker's registries.
 //! Nothing of a run is in it until a run takes it: the workspace, the
@@ -13,9 +13,9 @@
 //! background.
 //!
 //! A VM that waited may have died or wedged (TCG's soft lockups come
-//! while idle too), so [`WarmVm::check`] looks at it before a run gets
+//! while idle too), so `WarmVm::check` looks at it before a run gets
 //! it: the VMM still running, no kernel fault on its console, and a Hello
-//! answered within [`CHECK_TIMEOUT`]. A VM that fails is killed and the run
+//! answered within `CHECK_TIMEOUT`. A VM that fails is killed and the run
 //! takes the next one, or boots cold.
 //!
 //! Dropping the [`WarmPool`] stops the refill and kills the VMs waiting;
@@ -33,7 +33,7 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::transport::Channel;
 
-use crate::run::{Booter, Limits};
+use crate::boot::Booter;
 use crate::vmm::Vm;
 
 /// How long a warm VM may take to answer Hello when a run takes it: it
@@ -102,11 +102,9 @@ impl WarmPool {
         WarmPool { shared, shape, _refill: stop.drop_guard() }
     }
 
-    /// Whether a run with `limits` can use this pool's VMs.
-    pub fn fits(&self, limits: &Limits) -> bool {
-        limits.vcpus == self.shape.vcpus
-            && limits.memory_mib == self.shape.memory_mib
-            && limits.disk_mib == self.shape.disk_mib
+    /// What its VMs are.
+    pub fn shape(&self) -> &WarmShape {
+        &self.shape
     }
 
     /// VMs ready now.
@@ -168,7 +166,7 @@ impl WarmVm {
             return Err("its VMM exited while it waited".into());
         }
         let console = std::fs::read_to_string(self.dir.join("console.log")).unwrap_or_default();
-        if let Some(fault) = crate::run::first_console_fault(&console) {
+        if let Some(fault) = crate::console::first_console_fault(&console) {
             return Err(format!("its kernel reported a fault while it waited: {fault}"));
         }
         let client = self.client.as_mut().ok_or("it has no control connection")?;
@@ -264,15 +262,8 @@ async fn warm_one(booter: &Booter, runs_dir: &Path, shape: &WarmShape) -> Result
     // From here the folder and VM go whatever happens.
     let mut warm = WarmVm { name, dir, vm: None, client: None };
     let scratch = warm.dir.join("scratch.ext4");
-    crate::run::make_scratch(&scratch, shape.disk_mib).map_err(|e| e.to_string())?;
-    let limits = Limits {
-        wall_time: Duration::ZERO,
-        vcpus: shape.vcpus,
-        memory_mib: shape.memory_mib,
-        disk_mib: shape.disk_mib,
-        output_bytes: 0,
-    };
-    let spec = booter.spec(&warm.name, &warm.dir, &limits, scratch);
+    crate::boot::make_scratch(&scratch, shape.disk_mib).map_err(|e| e.to_string())?;
+    let spec = booter.spec(&warm.name, &warm.dir, shape.vcpus, shape.memory_mib, scratch);
     let booted = booter
         .boot(&spec, shape.disk_mib, &mut warm.vm, booter.boot_timeout(), &mut |_| {})
         .await

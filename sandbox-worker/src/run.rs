@@ -8,7 +8,7 @@
 //! before `execute` returns. Limits are enforced here, on the host, because
 //! the guest is not trusted to enforce them on itself.
 
-use patchpilot_model::{IoError, io};
+use patchpilot_model::io;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,69 +18,26 @@ use futures::StreamExt;
 use patchpilot_model::RunOutcome;
 use patchpilot_proto::v1::guest_control_client::GuestControlClient;
 use patchpilot_proto::v1::{
-    ArtifactRequest, Chunk, HelloReply, HelloRequest, OutputStream, Phase, RunSpec, ShutdownRequest,
-    run_event,
+    ArtifactRequest, Chunk, HelloReply, OutputStream, Phase, RunSpec, ShutdownRequest, run_event,
 };
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
+use crate::boot::{Booter, GUEST_CID, make_scratch};
 use crate::config::{Backend, SandboxConfig};
+pub use crate::console::CONSOLE_FAULTS;
+use crate::console::{first_console_fault, watch_console};
 use crate::egress::forwarder::{self, ForwarderConfig};
+pub use crate::error::Error;
 use crate::image::{Image, ImageBuilder};
 use crate::liveness::Liveness;
 use crate::pool::{WarmPool, WarmShape, WarmVm};
 use crate::vmm::qemu::{Qemu, Resolved};
 use crate::vmm::{Vm, VmSpec, Vmm};
-use crate::vsock;
 
-/// The guest's vsock context id. Every VM has its own vsock backend and
-/// socket, so they can all use the first free id.
-const GUEST_CID: u32 = 3;
 const CHUNK: usize = 1 << 20;
-
-/// Boots tried per run before the run is an infrastructure error.
-const BOOT_ATTEMPTS: u32 = 3;
-/// How long one connection attempt to the booting guest may take.
-const CONNECT_ATTEMPT: Duration = Duration::from_secs(3);
-/// How long the guest agent's first answer may take on one connection.
-pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the console is read for [`CONSOLE_FAULTS`]: it is a file the
-/// VMM appends to, with no change notification that works on every backend.
-const CONSOLE_POLL: Duration = Duration::from_millis(500);
-/// Guest kernel messages after which a run cannot be trusted to progress:
-/// a wedged CPU, a stuck task, a panic, the OOM killer, RCU stalls. Under
-/// TCG a soft lockup during a Docker build was seen holding a run for its
-/// whole wall time; it is the host's problem, so the run ends as an
-/// infrastructure failure and the controller retries it on a fresh VM.
-pub const CONSOLE_FAULTS: [&str; 6] = [
-    "soft lockup",
-    "blocked for more than",
-    "Kernel panic",
-    "Out of memory",
-    "rcu_sched detected stall",
-    "rcu_preempt detected stall",
-];
-
-/// What can stop a run from being attempted at all. Problems during a run
-/// are outcomes, not errors.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The VMM is missing or broken.
-    #[error(transparent)]
-    Vmm(#[from] crate::vmm::Error),
-    /// The guest image could not be built.
-    #[error("guest image")]
-    Image(#[from] crate::image::Error),
-    /// Host file-system trouble.
-    #[error(transparent)]
-    Io(#[from] IoError),
-    /// The request is not valid.
-    #[error("{0}")]
-    Invalid(String),
-}
-
 /// Resource limits of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -145,6 +102,9 @@ pub struct RunRequest {
 pub struct Timings {
     /// The run took a booted VM from the warm pool.
     pub warm: bool,
+    /// VMs the run booted: 0 for a warm VM, more than 1 when a boot
+    /// stopped early under TCG and was retried.
+    pub boot_attempts: u32,
     /// From `execute` being called to the VMM process running (a warm VM:
     /// to the VM being taken from the pool and checked).
     pub to_vm_start: Duration,
@@ -219,27 +179,6 @@ pub struct Sandbox {
     hang_timeout: Duration,
     /// Booted VMs waiting for runs; `None` until [`Sandbox::start_warm_pool`].
     pool: Option<WarmPool>,
-}
-
-/// Boots a guest and waits for its agent: one path for runs and for the
-/// warm pool.
-#[derive(Debug, Clone)]
-pub(crate) struct Booter {
-    vmm: Arc<dyn Vmm>,
-    image: Image,
-    boot_timeout: Duration,
-}
-
-/// A VM whose boot ended, one way or the other.
-pub(crate) struct Booted {
-    /// When its (last) VMM process started.
-    pub(crate) started: Instant,
-    /// The same, on the wall clock.
-    pub(crate) started_at: chrono::DateTime<chrono::Utc>,
-    /// Its hybrid-vsock socket.
-    pub(crate) vsock_path: PathBuf,
-    /// Whether its agent answered; `Err` when the wall time ran out first.
-    pub(crate) agent: Result<Result<(), String>, tokio::time::error::Elapsed>,
 }
 
 impl Sandbox {
@@ -393,7 +332,12 @@ impl Sandbox {
     /// A checked VM from the warm pool when the run fits its shape; VMs that
     /// fail the check are killed, and the pool boots their replacements.
     async fn take_warm(&self, run_id: &str, limits: &Limits) -> Option<(WarmVm, HelloReply)> {
-        let pool = self.pool.as_ref().filter(|pool| pool.fits(limits))?;
+        // vCPUs, memory and disc are fixed when a VM boots.
+        let pool = self.pool.as_ref().filter(|pool| {
+            let shape = pool.shape();
+            (limits.vcpus, limits.memory_mib, limits.disk_mib)
+                == (shape.vcpus, shape.memory_mib, shape.disk_mib)
+        })?;
         while let Some(mut vm) = pool.take() {
             match vm.check().await {
                 Ok(hello) => {
@@ -445,19 +389,25 @@ impl Sandbox {
             ));
             cleanup.terminator = Some(stop.drop_guard());
         }
-        let (started, started_at, vsock_path, booted, connected) = match warm {
+        let (started, started_at, vsock_path, booted, connected, boot_attempts) = match warm {
             Some((vm, hello)) => {
                 let (vm, client) = vm.into_run();
                 let started = Instant::now();
                 observer.vm_started(&vm.pids());
                 let vsock_path = vm.vsock_path().to_owned();
                 cleanup.vm = Some(vm);
-                (started, chrono::Utc::now(), vsock_path, Ok(Ok(())), Some((client, hello)))
+                (started, chrono::Utc::now(), vsock_path, Ok(Ok(())), Some((client, hello)), 0)
             }
             None => {
                 let scratch = run_dir.join("scratch.ext4");
                 make_scratch(&scratch, request.limits.disk_mib)?;
-                let spec = self.booter.spec(&request.run_id, run_dir, &request.limits, scratch);
+                let spec = self.booter.spec(
+                    &request.run_id,
+                    run_dir,
+                    request.limits.vcpus,
+                    request.limits.memory_mib,
+                    scratch,
+                );
                 let booted = self
                     .booter
                     .boot(
@@ -468,12 +418,16 @@ impl Sandbox {
                         &mut |pids| observer.vm_started(pids),
                     )
                     .await?;
-                (booted.started, booted.started_at, booted.vsock_path, booted.agent, None)
+                (booted.started, booted.started_at, booted.vsock_path, booted.agent, None, booted.attempts)
             }
         };
         let deadline = tokio::time::Instant::from_std(started + request.limits.wall_time);
-        let mut timings =
-            Timings { warm: connected.is_some(), to_vm_start: started - received, ..Timings::default() };
+        let mut timings = Timings {
+            warm: connected.is_some(),
+            boot_attempts,
+            to_vm_start: started - received,
+            ..Timings::default()
+        };
         let mut progress = Progress { step: "boot", ..Progress::default() };
         let guest = match booted {
             Ok(Ok(())) => {
@@ -715,169 +669,6 @@ impl Sandbox {
     }
 }
 
-impl Booter {
-    /// How long a boot may take, all attempts together.
-    pub(crate) fn boot_timeout(&self) -> Duration {
-        self.boot_timeout
-    }
-
-    /// The VM a run (or a warm-pool slot) of `limits` boots in `dir`.
-    pub(crate) fn spec(&self, name: &str, dir: &Path, limits: &Limits, scratch: PathBuf) -> VmSpec {
-        VmSpec {
-            name: name.to_owned(),
-            run_dir: dir.to_owned(),
-            kernel: self.image.kernel.clone(),
-            initrd: self.image.initrd.clone(),
-            rootfs: self.image.rootfs.clone(),
-            scratch,
-            vcpus: limits.vcpus,
-            memory_mib: limits.memory_mib,
-            kernel_args: Vec::new(),
-            guest_cid: GUEST_CID,
-        }
-    }
-
-    /// Boots `spec` until its agent accepts a connection, keeping the VM in
-    /// `slot` so whoever owns the slot kills it however this ends.
-    ///
-    /// A guest kernel occasionally stops early in boot under TCG (its
-    /// console ends at "PCI: Fatal: No config space access function
-    /// found", about one boot in forty here). Such a boot is retried on a
-    /// fresh VM and scratch disc: the boot budget is split over
-    /// BOOT_ATTEMPTS, each far above a normal boot (5-7 s under TCG).
-    pub(crate) async fn boot(
-        &self,
-        spec: &VmSpec,
-        disk_mib: u32,
-        slot: &mut Option<Box<dyn Vm>>,
-        wall_time: Duration,
-        on_start: &mut (dyn FnMut(&[u32]) + Send),
-    ) -> Result<Booted, Error> {
-        let mut attempt = 0u32;
-        let boot_budget_end = Instant::now() + self.boot_timeout;
-        loop {
-            attempt += 1;
-            let vm = self.vmm.start(spec).await?;
-            let started = Instant::now();
-            let started_at = chrono::Utc::now();
-            on_start(&vm.pids());
-            let vsock_path = vm.vsock_path().to_owned();
-            *slot = Some(vm);
-            let deadline = tokio::time::Instant::from_std(started + wall_time);
-            let last = attempt >= BOOT_ATTEMPTS;
-            let window_end = if last {
-                boot_budget_end.max(started + self.boot_timeout / BOOT_ATTEMPTS)
-            } else {
-                started + self.boot_timeout / BOOT_ATTEMPTS
-            };
-            let agent = match slot.as_mut() {
-                Some(vm) => {
-                    tokio::time::timeout_at(
-                        deadline,
-                        self.wait_for_agent(
-                            vm.as_mut(),
-                            &vsock_path,
-                            &spec.run_dir,
-                            tokio::time::Instant::from_std(window_end),
-                        ),
-                    )
-                    .await
-                }
-                None => Ok(Err("the VM is gone".to_owned())),
-            };
-            if last || matches!(agent, Ok(Ok(()))) {
-                return Ok(Booted { started, started_at, vsock_path, agent });
-            }
-            let console = std::fs::read_to_string(spec.console_path()).unwrap_or_default();
-            tracing::warn!(
-                vm = %spec.name,
-                attempt,
-                console_tail = %console.lines().last().unwrap_or(""),
-                "the guest did not boot; booting a fresh VM"
-            );
-            if let Some(mut vm) = slot.take() {
-                let _ = vm.kill().await;
-            }
-            make_scratch(&spec.scratch, disk_mib)?;
-        }
-    }
-
-    /// Waits until the guest agent accepts a vsock connection, or the VM
-    /// dies trying (then the error carries the VMM's last words).
-    async fn wait_for_agent(
-        &self,
-        vm: &mut dyn Vm,
-        vsock_path: &Path,
-        run_dir: &Path,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), String> {
-        loop {
-            // Each attempt is bounded: a connection request sent before the
-            // guest's vsock driver is up can go unanswered by the backend,
-            // and an unbounded wait then held the run until its wall time.
-            let attempt =
-                tokio::time::timeout(CONNECT_ATTEMPT, vsock::connect(vsock_path, vsock::CONTROL_PORT))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(vsock::Error::Io {
-                            path: vsock_path.to_owned(),
-                            source: std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer to CONNECT"),
-                        })
-                    });
-            match attempt {
-                Ok(_) => return Ok(()),
-                Err(e) => {
-                    if vm.wait_exit(Duration::ZERO).await.unwrap_or(false) {
-                        let err = std::fs::read_to_string(run_dir.join("qemu.err")).unwrap_or_default();
-                        return Err(format!("the VM exited while booting: {}", err.trim()));
-                    }
-                    if tokio::time::Instant::now() >= deadline {
-                        return Err(format!(
-                            "the guest agent did not answer within {}s: {e}",
-                            self.boot_timeout.as_secs()
-                        ));
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-        }
-    }
-
-    /// A control client whose Hello the agent answered: each try bounded
-    /// and retried on a fresh connection until `boot_deadline`.
-    pub(crate) async fn hello(
-        &self,
-        vsock_path: &Path,
-        boot_deadline: tokio::time::Instant,
-    ) -> Result<(GuestControlClient<Channel>, HelloReply), String> {
-        // The agent answered a connect; its first call is still bounded and
-        // retried on a fresh connection until the boot timeout, so a guest
-        // that never answers is an infrastructure error at the boot timeout,
-        // not a run that times out (and is blamed on the agent) at its wall
-        // time.
-        loop {
-            let attempt = async {
-                let mut client = vsock::control_client(vsock_path).await.map_err(|e| e.to_string())?;
-                let hello =
-                    client.hello(HelloRequest {}).await.map_err(|e| format!("hello: {e}"))?.into_inner();
-                Ok::<_, String>((client, hello))
-            };
-            match tokio::time::timeout(HELLO_TIMEOUT, attempt).await {
-                Ok(Ok(done)) => return Ok(done),
-                Ok(Err(e)) if tokio::time::Instant::now() >= boot_deadline => return Err(e),
-                Err(_) if tokio::time::Instant::now() >= boot_deadline => {
-                    return Err(format!(
-                        "the guest agent did not answer hello within {}s",
-                        self.boot_timeout.as_secs()
-                    ));
-                }
-                Ok(Err(e)) => tracing::debug!(error = %e, "hello failed; retrying on a new connection"),
-                Err(_) => tracing::warn!("hello stalled; retrying on a new connection"),
-            }
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 struct Progress {
     step: &'static str,
@@ -933,79 +724,6 @@ impl Drop for RunCleanup {
         drop(self.terminator.take());
         self.remove_run_dir();
     }
-}
-
-/// Returns the first console line that names one of [`CONSOLE_FAULTS`],
-/// reading only what was appended since the last look; pends forever when
-/// none comes (the run's own end or wall time decides then).
-async fn watch_console(path: &Path) -> String {
-    let mut offset = 0u64;
-    let mut partial = Vec::new();
-    loop {
-        if let Some(line) = read_console_faults(path, &mut offset, &mut partial) {
-            return line;
-        }
-        tokio::time::sleep(CONSOLE_POLL).await;
-    }
-}
-
-/// One look at the console from `offset`; `partial` keeps an unfinished
-/// last line for the next look. The file is the VMM's: reading it is all
-/// the host does with guest text, which is evidence for the reason only.
-fn read_console_faults(path: &Path, offset: &mut u64, partial: &mut Vec<u8>) -> Option<String> {
-    use std::io::{Read as _, Seek as _};
-    let mut file = std::fs::File::open(path).ok()?;
-    file.seek(std::io::SeekFrom::Start(*offset)).ok()?;
-    let mut fresh = Vec::new();
-    // Bounded per look, so a flooding guest cannot make one read unbounded.
-    let read = file.take(CHUNK as u64).read_to_end(&mut fresh).ok()?;
-    *offset += read as u64;
-    partial.extend_from_slice(&fresh);
-    let complete = partial.iter().rposition(|b| *b == b'\n').map(|i| i + 1).unwrap_or(0);
-    let lines: Vec<u8> = partial.drain(..complete).collect();
-    if partial.len() > 4096 {
-        partial.clear();
-    }
-    first_console_fault(&String::from_utf8_lossy(&lines))
-}
-
-/// The first line of `console` that names one of [`CONSOLE_FAULTS`],
-/// trimmed and cut to 300 characters.
-pub(crate) fn first_console_fault(console: &str) -> Option<String> {
-    console
-        .lines()
-        .find(|line| CONSOLE_FAULTS.iter().any(|f| line.contains(f)))
-        .map(|line| line.trim().chars().take(300).collect())
-}
-
-/// A sparse file with an empty ext4 file system labelled for the guest's
-/// init to find.
-pub(crate) fn make_scratch(path: &Path, mib: u32) -> Result<(), Error> {
-    let file = std::fs::File::create(path).map_err(io(format!("creating {}", path.display())))?;
-    file.set_len(u64::from(mib) << 20).map_err(io(format!("sizing {}", path.display())))?;
-    drop(file);
-    let out = std::process::Command::new("mkfs.ext4")
-        .args([
-            "-q",
-            "-F",
-            "-L",
-            "ppscratch",
-            "-E",
-            "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
-            "-O",
-            "^has_journal",
-        ])
-        .arg(path)
-        .output()
-        .map_err(io("running mkfs.ext4 (install e2fsprogs)"))?;
-    if !out.status.success() {
-        return Err(Error::Invalid(format!(
-            "mkfs.ext4 {}: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
 }
 
 /// Streams the workspace as tar chunks from a blocking thread.
@@ -1106,38 +824,4 @@ pub async fn read_artifact(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     (&mut file).take(cap).read_to_end(&mut out).await?;
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write as _;
-
-    #[test]
-    fn console_faults_are_found_in_complete_new_lines_only() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("console.log");
-        let mut console = std::fs::File::create(&path).expect("create");
-        let (mut offset, mut partial) = (0, Vec::new());
-        assert_eq!(read_console_faults(&path, &mut offset, &mut partial), None);
-        console
-            .write_all(b"[    1.0] Run /init as init process\n[  336.1] watchdog: BUG: soft lo")
-            .expect("write");
-        assert_eq!(
-            read_console_faults(&path, &mut offset, &mut partial),
-            None,
-            "half a line is not a verdict"
-        );
-        console.write_all(b"ckup - CPU#0 stuck for 336s! [exe:324]\n").expect("write");
-        assert_eq!(
-            read_console_faults(&path, &mut offset, &mut partial).as_deref(),
-            Some("[  336.1] watchdog: BUG: soft lockup - CPU#0 stuck for 336s! [exe:324]")
-        );
-        assert_eq!(read_console_faults(&path, &mut offset, &mut partial), None, "each line is read once");
-        console.write_all(b"INFO: task dockerd:312 blocked for more than 120 seconds.\n").expect("write");
-        let hung = read_console_faults(&path, &mut offset, &mut partial).expect("a hung task");
-        assert!(hung.contains("blocked for more than 120 seconds"), "{hung}");
-        console.write_all(b"Step 3/5 : RUN make\nok\n").expect("write");
-        assert_eq!(read_console_faults(&path, &mut offset, &mut partial), None);
-    }
 }

@@ -5,6 +5,8 @@
 //! cargo build --bins && target/debug/patchpilot sandbox image build
 //! cargo bench -p patchpilot-e2e --bench sandbox -- [--runs 5] [--docker-runs 3] [--mib 256] [--connects 300]
 //! cargo bench -p patchpilot-e2e --bench sandbox -- --host-side-only   # no VM needed
+//! PATCHPILOT_SANDBOX__QEMU__KERNEL_ARGS="pci=off" \
+//!   cargo bench -p patchpilot-e2e --bench sandbox -- --boots 100      # only the boot-hang rate
 //! ```
 //!
 //! Reported, each with the backend:
@@ -27,6 +29,12 @@
 //! - **host memory per VM beyond guest RAM**: RSS of the VMM and the vsock
 //!   backend without the shared guest-memory mapping (RssShmem), sampled
 //!   while a command runs.
+//!
+//! - **boots that stop early** (`--boots N`, alone): N plain runs, one
+//!   after another, and how many VMs each needed; every VM beyond the first
+//!   is a boot that hung (under TCG, about one in forty, its console ending
+//!   at "PCI: Fatal: No config space access function found") and was
+//!   retried. Candidate kernel parameters go in `sandbox.qemu.kernel_args`.
 //!
 //! Benchmarks report; they never assert.
 
@@ -57,6 +65,8 @@ struct Args {
     runs: usize,
     /// Runs of each kind (cold, warm) that ask for Docker.
     docker_runs: usize,
+    /// Only count the boots that stop early, over this many runs.
+    boots: usize,
     mib: usize,
     connects: usize,
     /// Only the host-side forwarder figures: they need no VM or guest
@@ -66,7 +76,8 @@ struct Args {
 
 impl Args {
     fn parse() -> anyhow::Result<Args> {
-        let mut args = Args { runs: 5, docker_runs: 3, mib: 256, connects: 300, host_side_only: false };
+        let mut args =
+            Args { runs: 5, docker_runs: 3, boots: 0, mib: 256, connects: 300, host_side_only: false };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "--bench" {
@@ -76,6 +87,7 @@ impl Args {
             match flag.as_str() {
                 "--runs" => args.runs = value()?.parse()?,
                 "--docker-runs" => args.docker_runs = value()?.parse()?,
+                "--boots" => args.boots = value()?.parse()?,
                 "--mib" => args.mib = value()?.parse()?,
                 "--connects" => args.connects = value()?.parse()?,
                 "--host-side-only" => args.host_side_only = true,
@@ -555,9 +567,49 @@ async fn warm_starts(args: &Args) -> anyhow::Result<()> {
 /// The limits of the Docker runs: dockerd wants more memory than a shell.
 const DOCKER_LIMITS: Limits = Limits { memory_mib: 1024, ..VM_LIMITS };
 
+/// How often a boot stops early: `args.boots` plain runs, each counting
+/// the VMs it needed.
+async fn boot_rate(args: &Args) -> anyhow::Result<()> {
+    let Some(sandbox) = sandbox("sandbox bench (boots)").await? else { return Ok(()) };
+    let kernel_args = patchpilot_e2e::sandbox::config()?.qemu.kernel_args;
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("f"), "x")?;
+    let out = tempfile::tempdir()?;
+    let (mut vms, mut failed, mut retried) = (0u32, 0usize, 0usize);
+    let mut to_agent = Vec::new();
+    for i in 0..args.boots {
+        let request = plain_run(&format!("bench-boot-{i}"), ws.path(), out.path(), &["true"], VM_LIMITS);
+        let report = sandbox.execute(request, &mut patchpilot_sandbox::run::Quiet).await?;
+        vms += report.timings.boot_attempts;
+        retried += usize::from(report.timings.boot_attempts > 1);
+        if report.outcome == patchpilot_model::RunOutcome::Completed {
+            to_agent.push(report.timings.boot_to_agent.as_secs_f64() * 1e3);
+        } else {
+            failed += 1;
+            eprintln!("run {i}: {:?}: {}", report.outcome, report.reason);
+        }
+    }
+    let hung = vms.saturating_sub(args.boots as u32);
+    println!(
+        "boots on {} with kernel args {kernel_args:?} ({} runs, {} MiB guests):",
+        sandbox.vmm_name(),
+        args.boots,
+        VM_LIMITS.memory_mib
+    );
+    println!(
+        "  VMs booted {vms}, of which stopped early and retried {hung} ({:.1} %); runs that needed a retry {retried}; runs failed {failed}",
+        100.0 * f64::from(hung) / f64::from(vms.max(1))
+    );
+    println!("  boot -> agent answering, last boot of each completed run: median {:.0} ms", median(to_agent));
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse()?;
+    if args.boots > 0 {
+        return boot_rate(&args).await;
+    }
     host_side(&args).await?;
     if args.host_side_only {
         return Ok(());

@@ -53,6 +53,12 @@ pub struct QemuConfig {
     /// Passed to the guest as `tsc_early_khz`: without it a loaded host
     /// often leaves the guest calibrating its clock for seconds.
     pub tsc_early_khz: u32,
+    /// More words for the guest kernel's command line, after PatchPilot's
+    /// own (`nowatchdog`, `pci=off`…): how candidate fixes for TCG's boot
+    /// hangs and lockups are measured. A list, or one space-separated
+    /// string so one environment variable can set it.
+    #[serde(deserialize_with = "words_or_list")]
+    pub kernel_args: Vec<String>,
 }
 
 impl Default for QemuConfig {
@@ -63,6 +69,7 @@ impl Default for QemuConfig {
             vhost_vsock: PathBuf::from("vhost-device-vsock"),
             accel: Accel::Auto,
             tsc_early_khz: 2_100_000,
+            kernel_args: Vec::new(),
         }
     }
 }
@@ -77,6 +84,19 @@ fn paths_or_colon_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, 
     Ok(match Either::deserialize(d)? {
         Either::List(list) => list,
         Either::Joined(s) => s.split(':').filter(|p| !p.is_empty()).map(PathBuf::from).collect(),
+    })
+}
+
+fn words_or_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        List(Vec<String>),
+        Joined(String),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::List(list) => list,
+        Either::Joined(s) => s.split_whitespace().map(str::to_owned).collect(),
     })
 }
 
@@ -161,6 +181,7 @@ impl Qemu {
             "quiet".into(),
             format!("tsc_early_khz={}", self.config.tsc_early_khz),
         ];
+        cmdline.extend(self.config.kernel_args.iter().cloned());
         cmdline.extend(spec.kernel_args.iter().cloned());
         args.extend(["-append".into(), cmdline.join(" ")]);
         args.extend([
@@ -394,6 +415,21 @@ mod tests {
         assert!(joined.contains("-accel tcg,tb-size=64 -cpu max"));
         assert!(joined.contains("memory-backend-memfd,id=mem,size=512M,share=on"));
         assert!(joined.contains("patchpilot.probe=1"));
+    }
+
+    #[test]
+    fn configured_kernel_args_follow_patchpilots_own_from_a_list_or_one_string() {
+        for config in
+            [r#"{"kernel_args": ["pci=off", "nowatchdog"]}"#, r#"{"kernel_args": "pci=off  nowatchdog"}"#]
+        {
+            let config: QemuConfig = serde_json::from_str(config).expect(config);
+            assert_eq!(config.kernel_args, ["pci=off", "nowatchdog"]);
+            let args = Qemu::new(config).arguments(&spec(), Resolved::Tcg);
+            let at = args.iter().position(|a| a == "-append").expect("-append");
+            assert!(
+                args[at + 1].ends_with("quiet tsc_early_khz=2100000 pci=off nowatchdog patchpilot.probe=1")
+            );
+        }
     }
 
     #[test]
