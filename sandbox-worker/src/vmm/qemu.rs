@@ -74,30 +74,30 @@ impl Default for QemuConfig {
     }
 }
 
-fn paths_or_colon_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+/// A list, or one string `split` into its items, so that one environment
+/// variable can set a list.
+fn list_or_joined<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+    split: impl Fn(&str) -> Vec<T>,
+) -> Result<Vec<T>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum Either {
-        List(Vec<PathBuf>),
+    enum Either<T> {
+        List(Vec<T>),
         Joined(String),
     }
-    Ok(match Either::deserialize(d)? {
+    Ok(match Either::<T>::deserialize(d)? {
         Either::List(list) => list,
-        Either::Joined(s) => s.split(':').filter(|p| !p.is_empty()).map(PathBuf::from).collect(),
+        Either::Joined(s) => split(&s),
     })
 }
 
+fn paths_or_colon_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    list_or_joined(d, |s| s.split(':').filter(|p| !p.is_empty()).map(PathBuf::from).collect())
+}
+
 fn words_or_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        List(Vec<String>),
-        Joined(String),
-    }
-    Ok(match Either::deserialize(d)? {
-        Either::List(list) => list,
-        Either::Joined(s) => s.split_whitespace().map(str::to_owned).collect(),
-    })
+    list_or_joined(d, |s| s.split_whitespace().map(str::to_owned).collect())
 }
 
 /// The resolved acceleration a VM runs with.
