@@ -84,7 +84,11 @@ fn uptime_ms() -> u64 {
 }
 
 /// Runs git with hooks, pagers and user config out of the picture: the
-/// workspace is untrusted and its config must not run code.
+/// workspace is untrusted and its config must not run code. Automatic
+/// maintenance is off too: after a commit git would start a detached
+/// `git maintenance run` (two more processes, about 250 ms under TCG),
+/// which then competes with the task for the VM's CPUs and repacks the
+/// repository under it.
 async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     let out = tokio::process::Command::new("git")
         .args([
@@ -100,6 +104,10 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
             "commit.gpgsign=false",
             "-c",
             "core.fsmonitor=false",
+            "-c",
+            "maintenance.auto=false",
+            "-c",
+            "gc.auto=0",
         ])
         .args(args)
         .current_dir(dir)
@@ -135,7 +143,34 @@ async fn snapshot_base(workspace: &Path) -> Result<String, String> {
         &["commit", "-q", "--allow-empty", "--no-verify", "-m", "patchpilot: workspace as received"],
     )
     .await?;
-    Ok(git(workspace, &["rev-parse", "HEAD"]).await?.trim().to_owned())
+    // The commit's id from the files git has just written: a process start
+    // is the dearest thing in a TCG guest (about 120 ms), and this sits
+    // between a warm VM's take and the command.
+    match head_from_files(&workspace.join(".git")) {
+        Some(id) => Ok(id),
+        None => Ok(git(workspace, &["rev-parse", "HEAD"]).await?.trim().to_owned()),
+    }
+}
+
+/// HEAD's commit id read from `git_dir`, or `None` where it is not a
+/// plain loose ref or detached id (a `.git` file, a packed ref, a symlink):
+/// the caller then asks git.
+fn head_from_files(git_dir: &Path) -> Option<String> {
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let id = match head.trim().strip_prefix("ref: ") {
+        Some(name) => {
+            let name = Path::new(name);
+            // Only refs/…, with no way out of the git folder.
+            if !name.starts_with("refs") || !name.components().all(|c| matches!(c, Component::Normal(_))) {
+                return None;
+            }
+            std::fs::read_to_string(git_dir.join(name)).ok()?
+        }
+        None => head,
+    };
+    let id = id.trim();
+    let hex = matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| id.to_owned())
 }
 
 fn safe_relative(dir: &str) -> Option<PathBuf> {
@@ -673,6 +708,33 @@ mod tests {
         );
         let refused = control.get_artifact(Request::new(ArtifactRequest { name: "session".into() })).await;
         assert_eq!(refused.err().map(|s| s.code()), Some(tonic::Code::NotFound));
+    }
+
+    /// The base commit read from the files is git's own HEAD, on a fresh
+    /// repository and on one the host shipped with a detached HEAD; a
+    /// packed ref (no loose file) and a ref leaving the folder are left to
+    /// git.
+    #[tokio::test]
+    async fn the_base_commit_read_from_files_is_heads_and_packed_refs_go_to_git() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fresh = dir.path().join("fresh");
+        std::fs::create_dir_all(&fresh).expect("folder");
+        std::fs::write(fresh.join("a.txt"), "a\n").expect("write");
+        let base = snapshot_base(&fresh).await.expect("snapshot");
+        assert_eq!(base, git(&fresh, &["rev-parse", "HEAD"]).await.expect("rev-parse").trim());
+
+        git(&fresh, &["checkout", "-q", "--detach"]).await.expect("detach");
+        assert_eq!(head_from_files(&fresh.join(".git")).as_deref(), Some(base.as_str()));
+
+        git(&fresh, &["switch", "-q", "-c", "packed"]).await.expect("branch");
+        git(&fresh, &["pack-refs", "--all"]).await.expect("pack");
+        assert!(!fresh.join(".git/refs/heads/packed").exists());
+        assert_eq!(head_from_files(&fresh.join(".git")), None);
+        let again = snapshot_base(&fresh).await.expect("snapshot of a packed ref");
+        assert_eq!(again, git(&fresh, &["rev-parse", "HEAD"]).await.expect("rev-parse").trim());
+
+        std::fs::write(fresh.join(".git/HEAD"), "ref: refs/../../outside\n").expect("write");
+        assert_eq!(head_from_files(&fresh.join(".git")), None);
     }
 
     #[test]

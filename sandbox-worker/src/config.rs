@@ -147,6 +147,12 @@ impl Validate for SandboxConfig {
                 "kvm asked for but /dev/kvm is absent",
             ));
         }
+        if !(16..=4096).contains(&self.qemu.tcg_cache_mib) {
+            return Err(config::Error::invalid(
+                key(prefix, "qemu.tcg_cache_mib"),
+                "must be between 16 and 4096 (MiB)",
+            ));
+        }
         self.image.validate(&key(prefix, "image"))?;
         self.limits.validate(&key(prefix, "limits"))
     }
@@ -295,5 +301,19 @@ mod tests {
         config.validate("sandbox").expect("16 warm VMs");
         config.warm_pool = None;
         config.validate("sandbox").expect("the backend's default");
+    }
+
+    #[test]
+    fn a_translation_cache_outside_16_to_4096_mib_is_refused_naming_its_key() {
+        let mut config = SandboxConfig::default();
+        for mib in [0, 15, 4097] {
+            config.qemu.tcg_cache_mib = mib;
+            let error = config.validate("sandbox").expect_err("out of range").to_string();
+            assert!(error.contains("sandbox.qemu.tcg_cache_mib"), "{mib}: {error}");
+        }
+        for mib in [16, 256, 4096] {
+            config.qemu.tcg_cache_mib = mib;
+            config.validate("sandbox").expect("in range");
+        }
     }
 }

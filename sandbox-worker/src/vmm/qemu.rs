@@ -59,6 +59,12 @@ pub struct QemuConfig {
     /// string so one environment variable can set it.
     #[serde(deserialize_with = "words_or_list")]
     pub kernel_args: Vec<String>,
+    /// Under TCG, the size of QEMU's cache of translated guest code
+    /// (`-accel tcg,tb-size=`), in MiB of host memory per VM. When it
+    /// fills, QEMU throws all of it away and translates again: at 64 MiB
+    /// a Docker build does that often enough to take a quarter longer (see
+    /// `docs/benchmarks.md`, "The translation cache").
+    pub tcg_cache_mib: u32,
 }
 
 impl Default for QemuConfig {
@@ -70,6 +76,7 @@ impl Default for QemuConfig {
             accel: Accel::Auto,
             tsc_early_khz: 2_100_000,
             kernel_args: Vec::new(),
+            tcg_cache_mib: 256,
         }
     }
 }
@@ -159,9 +166,14 @@ impl Qemu {
         args.push(spec.vcpus.to_string());
         match accel {
             Resolved::Kvm => args.extend(["-accel", "kvm", "-cpu", "host"].map(String::from)),
-            // The translation cache grows to QEMU's default of up to 1 GiB of
-            // host memory per VM; 64 MiB holds a guest's hot code.
-            Resolved::Tcg => args.extend(["-accel", "tcg,tb-size=64", "-cpu", "max"].map(String::from)),
+            // QEMU's default cache is up to 1 GiB of host memory per VM,
+            // which a Docker build fills; a quarter of that builds as fast.
+            Resolved::Tcg => args.extend([
+                "-accel".into(),
+                format!("tcg,tb-size={}", self.config.tcg_cache_mib),
+                "-cpu".into(),
+                "max".into(),
+            ]),
         }
         args.extend(["-m".into(), format!("{}M", spec.memory_mib)]);
         // vhost-user needs guest memory the backend process can map.
@@ -412,7 +424,7 @@ mod tests {
         assert!(joined.contains("file=/img/rootfs.ext4,format=raw,if=none,read-only=on"));
         assert!(joined.contains("-nodefaults"));
         assert!(!joined.contains("-netdev") && !joined.contains("-nic") && !joined.contains("virtfs"));
-        assert!(joined.contains("-accel tcg,tb-size=64 -cpu max"));
+        assert!(joined.contains("-accel tcg,tb-size=256 -cpu max"));
         assert!(joined.contains("memory-backend-memfd,id=mem,size=512M,share=on"));
         assert!(joined.contains("patchpilot.probe=1"));
     }
