@@ -1,8 +1,9 @@
 //! Test images shared by the scanner's integration tests: layers with real
 //! package databases (from the catalog fixtures) and hand-written package
 //! metadata, stacked with a whiteout, written as an OCI layout or a
-//! `docker save` archive (the layers come from the workspace harness,
-//! `patchpilot_e2e::images`); and an advisory DB of the real osv fixtures.
+//! `docker save` archive (the layers come from `patchpilot_test_images`,
+//! which the end-to-end harness pushes to a registry); and an advisory DB
+//! of the real osv fixtures.
 //!
 //! The pairing is made up (Trivy's Alpine package database was not taken
 //! from an Alpine 3.19 image): it is chosen so that real advisories apply.
@@ -12,8 +13,8 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-pub use patchpilot_e2e::images::{TestLayer, image_config, sha256 as sha, vulnerable_app_layers};
 use patchpilot_scanner::db::AdvisoryDb;
+pub use patchpilot_test_images::{TestLayer, image_config, sha256 as sha, vulnerable_app_layers};
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
