@@ -52,27 +52,16 @@ pub(crate) struct Booted {
 }
 
 impl Booter {
-    /// How long a boot may take, all attempts together.
-    pub(crate) fn boot_timeout(&self) -> Duration {
-        self.boot_timeout
-    }
-
-    /// The VM a run (or a warm-pool slot) boots in `dir`.
-    pub(crate) fn spec(
-        &self,
-        name: &str,
-        dir: &Path,
-        vcpus: u32,
-        memory_mib: u32,
-        scratch: PathBuf,
-    ) -> VmSpec {
+    /// The VM a run (or a warm-pool slot) boots in `dir`, its scratch disc
+    /// in the same folder ([`Booter::boot`] makes it).
+    pub(crate) fn spec(&self, name: &str, dir: &Path, vcpus: u32, memory_mib: u32) -> VmSpec {
         VmSpec {
             name: name.to_owned(),
             run_dir: dir.to_owned(),
             kernel: self.image.kernel.clone(),
             initrd: self.image.initrd.clone(),
             rootfs: self.image.rootfs.clone(),
-            scratch,
+            scratch: dir.join("scratch.ext4"),
             vcpus,
             memory_mib,
             kernel_args: Vec::new(),
@@ -80,8 +69,9 @@ impl Booter {
         }
     }
 
-    /// Boots `spec` until its agent accepts a connection, keeping the VM in
-    /// `slot` so whoever owns the slot kills it however this ends.
+    /// Boots `spec` on a fresh scratch disc of `disk_mib` until its agent
+    /// accepts a connection, keeping the VM in `slot` so whoever owns the
+    /// slot kills it however this ends.
     ///
     /// A guest kernel occasionally stops early in boot under TCG (its
     /// console ends at "PCI: Fatal: No config space access function
@@ -100,12 +90,13 @@ impl Booter {
         let boot_budget_end = Instant::now() + self.boot_timeout;
         loop {
             attempt += 1;
+            make_scratch(&spec.scratch, disk_mib)?;
             let vm = self.vmm.start(spec).await?;
             let started = Instant::now();
             let started_at = chrono::Utc::now();
             on_start(&vm.pids());
             let vsock_path = vm.vsock_path().to_owned();
-            *slot = Some(vm);
+            let vm = slot.insert(vm);
             let deadline = tokio::time::Instant::from_std(started + wall_time);
             let last = attempt >= BOOT_ATTEMPTS;
             let window_end = if last {
@@ -113,21 +104,16 @@ impl Booter {
             } else {
                 started + self.boot_timeout / BOOT_ATTEMPTS
             };
-            let agent = match slot.as_mut() {
-                Some(vm) => {
-                    tokio::time::timeout_at(
-                        deadline,
-                        self.wait_for_agent(
-                            vm.as_mut(),
-                            &vsock_path,
-                            &spec.run_dir,
-                            tokio::time::Instant::from_std(window_end),
-                        ),
-                    )
-                    .await
-                }
-                None => Ok(Err("the VM is gone".to_owned())),
-            };
+            let agent = tokio::time::timeout_at(
+                deadline,
+                self.wait_for_agent(
+                    vm.as_mut(),
+                    &vsock_path,
+                    &spec.run_dir,
+                    tokio::time::Instant::from_std(window_end),
+                ),
+            )
+            .await;
             if last || matches!(agent, Ok(Ok(()))) {
                 return Ok(Booted { started, started_at, vsock_path, agent, attempts: attempt });
             }
@@ -141,7 +127,6 @@ impl Booter {
             if let Some(mut vm) = slot.take() {
                 let _ = vm.kill().await;
             }
-            make_scratch(&spec.scratch, disk_mib)?;
         }
     }
 
@@ -223,7 +208,7 @@ impl Booter {
 
 /// A sparse file with an empty ext4 file system labelled for the guest's
 /// init to find.
-pub(crate) fn make_scratch(path: &Path, mib: u32) -> Result<(), Error> {
+fn make_scratch(path: &Path, mib: u32) -> Result<(), Error> {
     let file = std::fs::File::create(path).map_err(io(format!("creating {}", path.display())))?;
     file.set_len(u64::from(mib) << 20).map_err(io(format!("sizing {}", path.display())))?;
     drop(file);

@@ -40,8 +40,7 @@ pub(crate) async fn watch_console(path: &Path) -> String {
 }
 
 /// One look at the console from `offset`; `partial` keeps an unfinished
-/// last line for the next look. The file is the VMM's: reading it is all
-/// the host does with guest text, which is evidence for the reason only.
+/// last line for the next look.
 fn read_console_faults(path: &Path, offset: &mut u64, partial: &mut Vec<u8>) -> Option<String> {
     use std::io::{Read as _, Seek as _};
     let mut file = std::fs::File::open(path).ok()?;

@@ -261,11 +261,9 @@ async fn warm_one(booter: &Booter, runs_dir: &Path, shape: &WarmShape) -> Result
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     // From here the folder and VM go whatever happens.
     let mut warm = WarmVm { name, dir, vm: None, client: None };
-    let scratch = warm.dir.join("scratch.ext4");
-    crate::boot::make_scratch(&scratch, shape.disk_mib).map_err(|e| e.to_string())?;
-    let spec = booter.spec(&warm.name, &warm.dir, shape.vcpus, shape.memory_mib, scratch);
+    let spec = booter.spec(&warm.name, &warm.dir, shape.vcpus, shape.memory_mib);
     let booted = booter
-        .boot(&spec, shape.disk_mib, &mut warm.vm, booter.boot_timeout(), &mut |_| {})
+        .boot(&spec, shape.disk_mib, &mut warm.vm, booter.boot_timeout, &mut |_| {})
         .await
         .map_err(|e| e.to_string())?;
     match booted.agent {
@@ -273,7 +271,7 @@ async fn warm_one(booter: &Booter, runs_dir: &Path, shape: &WarmShape) -> Result
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err("the guest agent did not answer in time".into()),
     }
-    let deadline = tokio::time::Instant::from_std(booted.started + booter.boot_timeout());
+    let deadline = tokio::time::Instant::from_std(booted.started + booter.boot_timeout);
     let (mut client, _) = booter.hello(&booted.vsock_path, deadline).await?;
     if shape.docker {
         let started = Instant::now();

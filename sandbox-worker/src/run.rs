@@ -25,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
-use crate::boot::{Booter, GUEST_CID, make_scratch};
+use crate::boot::{Booter, GUEST_CID};
 use crate::config::{Backend, SandboxConfig};
 pub use crate::console::CONSOLE_FAULTS;
 use crate::console::{first_console_fault, watch_console};
@@ -399,14 +399,11 @@ impl Sandbox {
                 (started, chrono::Utc::now(), vsock_path, Ok(Ok(())), Some((client, hello)), 0)
             }
             None => {
-                let scratch = run_dir.join("scratch.ext4");
-                make_scratch(&scratch, request.limits.disk_mib)?;
                 let spec = self.booter.spec(
                     &request.run_id,
                     run_dir,
                     request.limits.vcpus,
                     request.limits.memory_mib,
-                    scratch,
                 );
                 let booted = self
                     .booter
